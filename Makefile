@@ -1,0 +1,38 @@
+# The two front-door commands: `make demo` and `make test`.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint format bench clean-demo help
+
+help:
+	@echo "make demo   run the demo site with the embedded Redis at http://127.0.0.1:8000"
+	@echo "make test   run the whole test suite against Redis servers it starts itself"
+	@echo "make lint   ruff check and format check"
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "redisparts needs Python 3.11 or newer; set PYTHON=/path/to/python3.11")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python manage.py demo
+
+test: $(STAMP)
+	$(BIN)/python -m ruff check .
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/python -m ruff check .
+	$(BIN)/python -m ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/python -m ruff format .
+	$(BIN)/python -m ruff check --fix .
+
+clean-demo:
+	-$(BIN)/python manage.py rp_embedded stop
+	rm -rf var/redis var/db.sqlite3

@@ -1,0 +1,93 @@
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from redisparts_app.embedded import EmbeddedRedis
+from redisparts_app.exceptions import RedisPartsError
+
+MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
+
+
+class Command(BaseCommand):
+    help = "Run the demo site and its helper processes on the embedded Redis until Ctrl-C."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1", help="address to serve on")
+        parser.add_argument("--port", type=int, default=8000, help="port to serve on")
+
+    def handle(self, *args, host, port, **options):
+        if not 0 < port < 65536:
+            raise CommandError(f"--port must be between 1 and 65535, got {port}", returncode=2)
+        embedded = self._start_embedded()
+        children: list[subprocess.Popen] = []
+        # SIGTERM (from a service manager or `kill`) stops the demo like Ctrl-C.
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        try:
+            call_command("migrate", interactive=False, verbosity=0)
+            for name, argv in self._processes(host, port):
+                self.stdout.write(f"  starting {name}: {' '.join(argv[1:])}")
+                # Own session: Ctrl-C reaches only this runner, which then stops each child once.
+                children.append(
+                    subprocess.Popen([sys.executable, MANAGE, *argv], start_new_session=True)
+                )
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"\nThe demo runs at http://{host}:{port}/ - press Ctrl-C to stop.\n"
+                )
+            )
+            self._wait(children)
+        except KeyboardInterrupt:
+            self.stdout.write("\nStopping...")
+        finally:
+            _stop_all(children)
+            if embedded is not None:
+                embedded.stop()
+                self.stdout.write(f"Stopped redis-server ({embedded.socket}); its data is kept.")
+
+    def _processes(self, host: str, port: int) -> list[tuple[str, list[str]]]:
+        """Name and manage.py arguments of each process the demo runs."""
+        return [("web", ["runserver", f"{host}:{port}", "--noreload"])]
+
+    def _start_embedded(self) -> EmbeddedRedis | None:
+        if settings.REDISPARTS.get("EMBEDDED") is None:
+            self.stdout.write(f"Using the Redis at {settings.REDIS_URL}")
+            return None
+        try:
+            server = EmbeddedRedis.from_settings()
+            server.start()
+        except RedisPartsError as exc:
+            raise CommandError(str(exc), returncode=3) from exc
+        self.stdout.write(f"Embedded redis-server at {server.url}")
+        return server
+
+    def _wait(self, children: list[subprocess.Popen]) -> None:
+        """Return when Ctrl-C arrives; fail when a child exits on its own."""
+        while True:
+            for child in children:
+                if child.poll() is not None:
+                    command = " ".join(map(str, child.args[2:]))
+                    raise CommandError(f"process {command} exited with {child.returncode}")
+            time.sleep(0.2)
+
+
+def _raise_keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _stop_all(children: list[subprocess.Popen], timeout: float = 10.0) -> None:
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGINT)
+    deadline = time.monotonic() + timeout
+    for child in children:
+        try:
+            child.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()

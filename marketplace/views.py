@@ -1,0 +1,34 @@
+from django.shortcuts import render
+
+from redisparts_app.connection import get_redis
+
+PARTS = [
+    ("Autocomplete", "Recent contacts and guild member completion, any script."),
+    ("Locks", "Owner-only release, fencing tokens, wake-up on release."),
+    ("Semaphores", "Counting and fair semaphores, never above the limit."),
+    ("Task queues", "Priority queues, delayed tasks, nothing lost when a worker dies."),
+    ("Messaging", "Guild mail and group chat by pull."),
+    ("File distribution", "Log files through Redis to many processors."),
+    ("Transactions", "Market purchases with WATCH, locks or one Lua script."),
+    ("Counters and stats", "Counters at several precisions, response-time statistics."),
+    ("Logs", "Recent and common logs fed by Django's logging."),
+    ("Configuration", "Maintenance flag and JSON configuration with local caching."),
+    ("Presence", "Who is online, and which friends."),
+    ("IP to city", "GeoLite-format lookups."),
+]
+
+
+def home(request):
+    """Landing page: what the demo shows and the Redis server it runs on."""
+    client = get_redis()
+    info = client.info()
+    server = {
+        "version": info.get("redis_version"),
+        "mode": info.get("redis_mode"),
+        "aof": "on" if info.get("aof_enabled") else "off",
+        "memory": info.get("used_memory_human"),
+        "keys": sum(v.get("keys", 0) for k, v in info.items() if k.startswith("db")),
+        "address": client.connection_pool.connection_kwargs.get("path")
+        or "{host}:{port}".format(**client.connection_pool.connection_kwargs),
+    }
+    return render(request, "marketplace/home.html", {"server": server, "parts": PARTS})

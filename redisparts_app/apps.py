@@ -1,0 +1,32 @@
+import logging
+
+from django.apps import AppConfig
+
+logger = logging.getLogger("redisparts")
+
+
+class RedispartsConfig(AppConfig):
+    name = "redisparts_app"
+    verbose_name = "Redis parts"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)
+        from .conf import app_settings
+
+        embedded = app_settings.EMBEDDED
+        if isinstance(embedded, dict) and embedded.get("AUTOSTART"):
+            self._start_embedded()
+
+    def _start_embedded(self) -> None:
+        """Start the shared embedded server; a failure is reported, not fatal.
+
+        Commands such as ``rp_embedded status`` and the W001 check must still run.
+        """
+        from .embedded import EmbeddedRedis
+        from .exceptions import RedisPartsError
+
+        try:
+            EmbeddedRedis.from_settings().start()
+        except RedisPartsError as exc:
+            logger.error("embedded Redis not started: %s", exc)

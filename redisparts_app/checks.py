@@ -1,0 +1,154 @@
+"""System checks: settings, reachability and version of each Redis connection.
+
+Ids: E001 unknown or malformed settings, E002 bad KEY_PREFIX, E003 bad
+connection entry, E004 server too old, E005 bad EMBEDDED entry; W001 server
+unreachable (a warning, so the site can still start and answer its 503 page).
+"""
+
+import re
+import threading
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import CheckMessage, Error, Warning, register
+
+from .conf import DEFAULTS, app_settings
+from .connection import config_problems, get_redis
+
+MIN_SERVER_VERSION = (6, 2, 0)
+TAG = "redisparts"
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.\-]+(:[A-Za-z0-9_.\-]+)*$")
+
+
+@register(TAG)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Report unknown keys and malformed values in REDISPARTS."""
+    raw = getattr(settings, "REDISPARTS", {})
+    if not isinstance(raw, dict):
+        return [
+            Error("REDISPARTS must be a dict.", hint="See conf.DEFAULTS.", id="redisparts.E001")
+        ]
+    errors: list[CheckMessage] = []
+    for name in sorted(set(raw) - set(DEFAULTS)):
+        errors.append(
+            Error(
+                f"Unknown REDISPARTS setting {name!r}.",
+                hint=f"Known settings: {', '.join(sorted(DEFAULTS))}.",
+                id="redisparts.E001",
+            )
+        )
+    for name in ("MAX_KEY_PART_LENGTH", "CHECK_TIMEOUT"):
+        value = getattr(app_settings, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            errors.append(
+                Error(
+                    f"REDISPARTS[{name!r}] must be a positive number, got {value!r}.",
+                    id="redisparts.E001",
+                )
+            )
+    prefix = app_settings.KEY_PREFIX
+    if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix):
+        errors.append(
+            Error(
+                f"REDISPARTS['KEY_PREFIX'] = {prefix!r} is not a valid key prefix.",
+                hint="Use letters, digits, '_', '-', '.' and ':' between words; "
+                "no braces, glob characters or spaces.",
+                id="redisparts.E002",
+            )
+        )
+    errors.extend(_connection_errors())
+    errors.extend(_embedded_errors())
+    return errors
+
+
+@register(TAG)
+def check_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Ping every configured connection and check its server version."""
+    connections = app_settings.CONNECTIONS
+    if not isinstance(connections, dict):
+        return []
+    messages: list[CheckMessage] = []
+    for alias, config in connections.items():
+        if config_problems(config):
+            continue  # already reported by check_settings
+        version, error = _probe(alias, float(app_settings.CHECK_TIMEOUT))
+        if error is not None:
+            messages.append(
+                Warning(
+                    f"Redis connection {alias!r} is unreachable: {error}",
+                    hint="Start the server (python manage.py rp_embedded start for the "
+                    "embedded one) or fix REDISPARTS['CONNECTIONS'] / REDIS_URL.",
+                    id="redisparts.W001",
+                )
+            )
+        elif version < MIN_SERVER_VERSION:
+            shown = ".".join(map(str, version))
+            messages.append(
+                Error(
+                    f"Redis connection {alias!r} runs Redis {shown}; "
+                    "redisparts needs 6.2 or newer.",
+                    hint="Upgrade the server (GETDEL, ZRANGESTORE and LMOVE are used).",
+                    id="redisparts.E004",
+                )
+            )
+    return messages
+
+
+def _connection_errors() -> list[CheckMessage]:
+    connections = app_settings.CONNECTIONS
+    hint = "See the Configuration section of the README for the accepted shapes."
+    if not isinstance(connections, dict) or not connections:
+        return [
+            Error(
+                "REDISPARTS['CONNECTIONS'] must be a non-empty dict.",
+                hint=hint,
+                id="redisparts.E003",
+            )
+        ]
+    errors: list[CheckMessage] = [
+        Error(f"Redis connection {alias!r}: {problem}", hint=hint, id="redisparts.E003")
+        for alias, config in connections.items()
+        for problem in config_problems(config)
+    ]
+    default = app_settings.DEFAULT_CONNECTION
+    if default not in connections:
+        errors.append(
+            Error(
+                f"REDISPARTS['DEFAULT_CONNECTION'] = {default!r} is not in CONNECTIONS.",
+                hint=f"Use one of {sorted(connections)}.",
+                id="redisparts.E003",
+            )
+        )
+    return errors
+
+
+def _embedded_errors() -> list[CheckMessage]:
+    from .embedded import embedded_config_problems
+
+    return [
+        Error(f"REDISPARTS['EMBEDDED']: {problem}", hint="See embedded.py.", id="redisparts.E005")
+        for problem in embedded_config_problems(app_settings.EMBEDDED)
+    ]
+
+
+def _probe(alias: str, timeout: float) -> tuple[tuple[int, ...], str | None]:
+    """Ping ``alias`` and read its version, giving up after ``timeout`` seconds."""
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            client = get_redis(alias)
+            client.ping()
+            info = client.info("server")
+            if "redis_version" not in info:  # a cluster client answers per node
+                info = next(iter(info.values()))
+            result["version"] = tuple(int(p) for p in str(info["redis_version"]).split(".")[:3])
+        except Exception as exc:  # reported as the check's message, not hidden
+            result["error"] = f"{type(exc).__name__}: {exc}"
+
+    thread = threading.Thread(target=run, daemon=True, name=f"redisparts-check-{alias}")
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        return (), f"no answer within {timeout:g}s"
+    return result.get("version", ()), result.get("error")

@@ -1,0 +1,172 @@
+"""The one entry point to Redis: ``get_redis(alias)``.
+
+``REDISPARTS["CONNECTIONS"]`` maps an alias to one of these shapes::
+
+    {"CACHE": "default"}                      # reuse a django-redis cache's pool
+    {"URL": "redis://host:6379/0"}            # or rediss://, unix:///path/redis.sock?db=0
+    "redis://host:6379/0"                     # shorthand for {"URL": ...}
+    {"SENTINELS": [["10.0.0.1", 26379], ...], "SERVICE_NAME": "mymaster", "DB": 0}
+    {"CLUSTER": ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"]}
+
+Every shape but CACHE takes ``"OPTIONS"``: keyword arguments for the redis-py
+client (``socket_timeout``, ``password``, ...); SENTINELS also takes
+``"SENTINEL_OPTIONS"`` for the connections to the sentinels themselves.
+Clients return bytes (no ``decode_responses``), like django-redis' raw client.
+"""
+
+import threading
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from redis import Redis
+from redis.cluster import ClusterNode, RedisCluster
+from redis.sentinel import Sentinel
+
+from .conf import app_settings
+from .exceptions import ConnectionNotConfigured
+
+URL_SCHEMES = ("redis", "rediss", "unix")
+SHAPES = ("CACHE", "URL", "SENTINELS", "CLUSTER")
+
+_clients: dict[str, Any] = {}
+_clients_lock = threading.Lock()
+
+
+def get_redis(alias: str | None = None) -> Redis:
+    """Return the Redis client for ``alias`` (default: REDISPARTS["DEFAULT_CONNECTION"]).
+
+    Clients other than CACHE ones are built once per process and reused; their
+    pools reconnect after a fork. Raise ConnectionNotConfigured for an unknown
+    alias or a malformed entry.
+    """
+    alias = alias or app_settings.DEFAULT_CONNECTION
+    config = connection_config(alias)
+    if "CACHE" in config:
+        return _cache_client(config["CACHE"])
+    client = _clients.get(alias)
+    if client is None:
+        with _clients_lock:
+            client = _clients.get(alias)
+            if client is None:
+                client = _clients[alias] = build_client(config)
+    return client
+
+
+def connection_config(alias: str) -> dict[str, Any]:
+    """Return the validated configuration of ``alias`` as a dict."""
+    connections = app_settings.CONNECTIONS
+    if alias not in connections:
+        known = ", ".join(sorted(connections)) or "none"
+        raise ConnectionNotConfigured(
+            f'no Redis connection {alias!r} in REDISPARTS["CONNECTIONS"] (known: {known})'
+        )
+    config = connections[alias]
+    if isinstance(config, str):
+        config = {"URL": config}
+    problems = config_problems(config)
+    if problems:
+        raise ConnectionNotConfigured(f"Redis connection {alias!r}: {problems[0]}")
+    return config
+
+
+def config_problems(config: Any) -> list[str]:
+    """Return what is wrong with one CONNECTIONS entry (empty when it is usable)."""
+    if isinstance(config, str):
+        config = {"URL": config}
+    if not isinstance(config, dict):
+        return [f"must be a URL string or a dict, got {type(config).__name__}"]
+    shapes = [shape for shape in SHAPES if shape in config]
+    if len(shapes) != 1:
+        return [f"must have exactly one of {', '.join(SHAPES)}, got {sorted(config)}"]
+    options = config.get("OPTIONS", {})
+    if not isinstance(options, dict):
+        return ["OPTIONS must be a dict of redis-py keyword arguments"]
+    shape = shapes[0]
+    if shape == "CACHE":
+        return _cache_problems(config["CACHE"])
+    if shape == "URL":
+        return _url_problems(config["URL"])
+    if shape == "CLUSTER":
+        nodes = config["CLUSTER"]
+        nodes = [nodes] if isinstance(nodes, str) else nodes
+        if not isinstance(nodes, list | tuple) or not nodes:
+            return ["CLUSTER must be a URL or a non-empty list of URLs"]
+        return [problem for node in nodes for problem in _url_problems(node, ("redis", "rediss"))]
+    sentinels = config["SENTINELS"]
+    if not isinstance(sentinels, list | tuple) or not sentinels:
+        return ["SENTINELS must be a non-empty list of [host, port] pairs"]
+    for entry in sentinels:
+        if not (
+            isinstance(entry, list | tuple)
+            and len(entry) == 2
+            and isinstance(entry[0], str)
+            and isinstance(entry[1], int)
+        ):
+            return [f"SENTINELS entry {entry!r} is not a [host, port] pair"]
+    if not isinstance(config.get("SERVICE_NAME"), str) or not config["SERVICE_NAME"]:
+        return ["SENTINELS needs SERVICE_NAME, the master name the sentinels monitor"]
+    return []
+
+
+def build_client(config: dict[str, Any]) -> Redis:
+    """Build a new client for a validated URL, SENTINELS or CLUSTER entry."""
+    options = dict(config.get("OPTIONS", {}))
+    if "URL" in config:
+        return Redis.from_url(config["URL"], **options)
+    if "CLUSTER" in config:
+        nodes = config["CLUSTER"]
+        if isinstance(nodes, str):
+            return RedisCluster.from_url(nodes, **options)
+        first = urlsplit(nodes[0])
+        options.setdefault("password", first.password)
+        options.setdefault("ssl", first.scheme == "rediss")
+        startup = [ClusterNode(urlsplit(n).hostname, urlsplit(n).port or 6379) for n in nodes]
+        return RedisCluster(startup_nodes=startup, **options)
+    sentinel = Sentinel(
+        [tuple(entry) for entry in config["SENTINELS"]],
+        sentinel_kwargs=config.get("SENTINEL_OPTIONS"),
+        **options,
+    )
+    return sentinel.master_for(config["SERVICE_NAME"], db=config.get("DB", 0))
+
+
+def reset_clients() -> None:
+    """Forget the clients built so far (their pools close when collected)."""
+    with _clients_lock:
+        _clients.clear()
+
+
+def _cache_client(cache_alias: str) -> Redis:
+    from django_redis import get_redis_connection
+
+    return get_redis_connection(cache_alias)
+
+
+def _cache_problems(cache_alias: Any) -> list[str]:
+    backend = (
+        settings.CACHES.get(cache_alias, {}).get("BACKEND", "")
+        if isinstance(cache_alias, str)
+        else ""
+    )
+    if not backend.startswith("django_redis."):
+        return [f"CACHE {cache_alias!r} is not a CACHES entry using django_redis.cache.RedisCache"]
+    return []
+
+
+def _url_problems(url: Any, schemes: tuple[str, ...] = URL_SCHEMES) -> list[str]:
+    if not isinstance(url, str):
+        return [f"URL must be a string, got {type(url).__name__}"]
+    scheme = urlsplit(url).scheme
+    if scheme not in schemes:
+        allowed = ", ".join(f"{s}://" for s in schemes)
+        return [f"URL {url!r} must start with one of {allowed}"]
+    return []
+
+
+@receiver(setting_changed)
+def _settings_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting in ("REDISPARTS", "CACHES"):
+        reset_clients()

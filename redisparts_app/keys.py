@@ -1,0 +1,89 @@
+"""Key names: ``<prefix>:<component>:{<tag>}:<role>``.
+
+Every key that one script or MULTI touches carries the same ``{tag}``, so each
+atomic step stays in one Redis Cluster slot. User-supplied parts (user, guild,
+chat and queue names) go through ``validate_key_part`` first, so no input can
+reach another component's keys or a SCAN pattern.
+"""
+
+import re
+import unicodedata
+from collections.abc import Iterator
+
+from redis.crc import key_slot
+from redis.typing import KeyT
+
+from .conf import app_settings
+from .exceptions import InvalidKeyPart
+
+# Key syntax (separator, hash-tag braces) and glob characters used by SCAN MATCH.
+FORBIDDEN_CHARACTERS = frozenset(":{}*?[]\\")
+# Unicode categories refused: controls, format, surrogates, private use,
+# unassigned, line and paragraph separators.
+FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+_COMPONENT_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def validate_key_part(value: object, kind: str = "name") -> str:
+    """Return ``value`` in NFC form if it may be used inside a key, else raise.
+
+    ``kind`` names the value in the error ("user", "guild", "chat", ...).
+    Raise TypeError for a non-string and InvalidKeyPart (a ValueError) for an
+    empty or over-long value, key-syntax or glob characters (``: { } * ? [ ] \\``),
+    control characters, whitespace other than an inner space.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{kind} must be a string, got {type(value).__name__}")
+    limit = app_settings.MAX_KEY_PART_LENGTH
+    if len(value) > limit:
+        raise InvalidKeyPart(kind, value, f"longer than {limit} characters")
+    text = unicodedata.normalize("NFC", value)
+    if not text:
+        raise InvalidKeyPart(kind, value, "must not be empty")
+    if text != text.strip(" "):
+        raise InvalidKeyPart(kind, value, "must not start or end with a space")
+    for char in text:
+        if char in FORBIDDEN_CHARACTERS:
+            raise InvalidKeyPart(kind, value, f"the character {char!r} is not allowed")
+        category = unicodedata.category(char)
+        if category in FORBIDDEN_CATEGORIES or (char.isspace() and char != " "):
+            name = unicodedata.name(char, f"U+{ord(char):04X}")
+            raise InvalidKeyPart(kind, value, f"control or whitespace character {name}")
+    return text
+
+
+def make_key(component: str, tag: str, *roles: str) -> str:
+    """Build ``<prefix>:<component>:{<tag>}[:<role>...]``.
+
+    ``component`` is a lower-case identifier chosen by the code ("lock", "chat");
+    ``tag`` groups the keys that must share a Cluster slot; it is either a
+    constant of the code or a part already passed through validate_key_part.
+    """
+    if not _COMPONENT_RE.match(component):
+        raise ValueError(f"component must be a lower-case identifier, got {component!r}")
+    if not tag or "{" in tag or "}" in tag:
+        raise ValueError(f"hash tag must be non-empty and brace-free, got {tag!r}")
+    for role in roles:
+        if not role or "{" in role or "}" in role:
+            raise ValueError(f"key role must be non-empty and brace-free, got {role!r}")
+    return ":".join((app_settings.KEY_PREFIX, component, f"{{{tag}}}", *roles))
+
+
+def component_pattern(component: str) -> str:
+    """Return the SCAN MATCH pattern for every key of ``component``."""
+    if not _COMPONENT_RE.match(component):
+        raise ValueError(f"component must be a lower-case identifier, got {component!r}")
+    return f"{app_settings.KEY_PREFIX}:{component}:*"
+
+
+def scan_keys(client, pattern: str, count: int = 500) -> Iterator[bytes]:
+    """Yield the keys matching ``pattern`` with SCAN (never KEYS).
+
+    On a Redis Cluster client, redis-py scans every primary.
+    """
+    yield from client.scan_iter(match=pattern, count=count)
+
+
+def slot_of(key: KeyT) -> int:
+    """Return the Redis Cluster hash slot of ``key``."""
+    return key_slot(key.encode() if isinstance(key, str) else key)

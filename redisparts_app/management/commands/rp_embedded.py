@@ -1,0 +1,48 @@
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from redisparts_app.embedded import EmbeddedRedis
+from redisparts_app.exceptions import RedisPartsError
+
+
+class Command(BaseCommand):
+    help = "Start, stop or describe the embedded redis-server kept in the data folder."
+
+    def add_arguments(self, parser):
+        parser.add_argument("action", choices=["start", "stop", "status"])
+        parser.add_argument(
+            "--data-dir",
+            help="folder of the server's socket, AOF and log "
+            "(default: REDISPARTS['EMBEDDED']['DATA_DIR'])",
+        )
+        parser.add_argument(
+            "--json", action="store_true", dest="as_json", help="print status as JSON"
+        )
+
+    def handle(self, *args, action, data_dir, as_json, **options):
+        try:
+            server = EmbeddedRedis(data_dir) if data_dir else EmbeddedRedis.from_settings()
+            if action == "start":
+                started = server.start()
+                verb = "Started" if started else "Already running:"
+                self.stdout.write(self.style.SUCCESS(f"{verb} redis-server at {server.url}"))
+            elif action == "stop":
+                stopped = server.stop()
+                self.stdout.write("Stopped." if stopped else "Not running.")
+            else:
+                self._status(server, as_json=as_json)
+        except RedisPartsError as exc:
+            raise CommandError(str(exc), returncode=3) from exc
+
+    def _status(self, server: EmbeddedRedis, *, as_json: bool) -> None:
+        status = server.status()
+        if as_json:
+            self.stdout.write(json.dumps(status, indent=2))
+        else:
+            for name, value in status.items():
+                self.stdout.write(f"{name:>12}: {value}")
+        if not status["running"]:
+            raise CommandError(
+                f"embedded redis-server is not running ({server.socket})", returncode=3
+            )

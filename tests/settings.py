@@ -1,0 +1,12 @@
+"""Test settings: the demo's, with Redis pointed at the servers the tests start."""
+
+from marketplace.settings import *  # noqa: F403
+
+# The session fixture in conftest.py points CACHES at its own redis-server.
+REDISPARTS = {**REDISPARTS, "EMBEDDED": None}  # noqa: F405
+CACHES = {
+    "default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": "redis://127.0.0.1:1/0"}
+}
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
