@@ -81,17 +81,21 @@ def check_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
                     id="redisparts.W001",
                 )
             )
-        elif version < MIN_SERVER_VERSION:
-            shown = ".".join(map(str, version))
-            messages.append(
-                Error(
-                    f"Redis connection {alias!r} runs Redis {shown}; "
-                    "redisparts needs 6.2 or newer.",
-                    hint="Upgrade the server (GETDEL, ZRANGESTORE and LMOVE are used).",
-                    id="redisparts.E004",
-                )
-            )
+        elif (error := version_error(alias, version)) is not None:
+            messages.append(error)
     return messages
+
+
+def version_error(alias: str, version: tuple[int, ...]) -> CheckMessage | None:
+    """Return E004 when ``version`` is older than MIN_SERVER_VERSION."""
+    if version >= MIN_SERVER_VERSION:
+        return None
+    shown = ".".join(map(str, version))
+    return Error(
+        f"Redis connection {alias!r} runs Redis {shown}; redisparts needs 6.2 or newer.",
+        hint="Upgrade the server (GETDEL, ZRANGESTORE and LMOVE are used).",
+        id="redisparts.E004",
+    )
 
 
 def _connection_errors() -> list[CheckMessage]:

@@ -1,0 +1,99 @@
+import multiprocessing
+
+import pytest
+from django.test import override_settings
+from django_redis import get_redis_connection
+
+from redisparts_app.connection import config_problems, get_redis
+from redisparts_app.exceptions import ConnectionNotConfigured
+
+
+def test_cache_alias_reuses_the_django_redis_pool():
+    client = get_redis()
+    assert client.connection_pool is get_redis_connection("default").connection_pool
+
+
+@pytest.mark.parametrize("unix_socket", [False, True], ids=["tcp", "unix"])
+def test_url_alias_reaches_its_own_server(redis_server_factory, unix_socket):
+    server = redis_server_factory(unix_socket=unix_socket)
+    server.client().set("where", "extra")
+    with override_settings(
+        REDISPARTS={"CONNECTIONS": {"default": {"CACHE": "default"}, "extra": server.url}}
+    ):
+        assert get_redis("extra").get("where") == b"extra"
+        assert get_redis().get("where") is None
+
+
+def test_url_alias_client_is_built_once_and_dropped_when_settings_change(redis_server_factory):
+    server = redis_server_factory()
+    connections = {"default": {"CACHE": "default"}, "extra": {"URL": server.url}}
+    with override_settings(REDISPARTS={"CONNECTIONS": connections}):
+        first = get_redis("extra")
+        assert get_redis("extra") is first
+    with override_settings(REDISPARTS={"CONNECTIONS": connections}):
+        assert get_redis("extra") is not first
+
+
+def test_options_reach_the_client(redis_server_factory):
+    server = redis_server_factory()
+    extra = {"URL": server.url, "OPTIONS": {"socket_timeout": 1.5, "client_name": "rp-test"}}
+    with override_settings(REDISPARTS={"CONNECTIONS": {"default": "redis://x:1", "extra": extra}}):
+        client = get_redis("extra")
+        assert client.client_getname() == "rp-test"
+        assert client.connection_pool.connection_kwargs["socket_timeout"] == 1.5
+
+
+def test_unknown_alias_names_the_known_ones():
+    with pytest.raises(
+        ConnectionNotConfigured, match=r"no Redis connection 'queues'.*known: default"
+    ):
+        get_redis("queues")
+
+
+@pytest.mark.parametrize(
+    ("config", "problem"),
+    [
+        ({"URL": "http://example.com"}, "must start with one of redis://"),
+        ({"URL": "redis://h:1", "CACHE": "default"}, "exactly one of"),
+        ({}, "exactly one of"),
+        ({"CACHE": "nope"}, "is not a CACHES entry using django_redis"),
+        ({"SENTINELS": [], "SERVICE_NAME": "m"}, "non-empty list"),
+        ({"SENTINELS": [["h", "26379"]], "SERVICE_NAME": "m"}, "not a [host, port] pair"),
+        ({"SENTINELS": [["h", 26379]]}, "needs SERVICE_NAME"),
+        ({"CLUSTER": []}, "non-empty list"),
+        ({"CLUSTER": ["unix:///tmp/x.sock"]}, "must start with one of redis://, rediss://"),
+        ({"URL": "redis://h:1", "OPTIONS": "fast"}, "OPTIONS must be a dict"),
+        (42, "must be a URL string or a dict"),
+    ],
+)
+def test_malformed_connection_entries_are_described(config, problem):
+    problems = config_problems(config)
+    assert problems
+    assert problem in problems[0]
+    with (
+        override_settings(REDISPARTS={"CONNECTIONS": {"default": config}}),
+        pytest.raises(ConnectionNotConfigured, match="Redis connection 'default'"),
+    ):
+        get_redis()
+
+
+def _child_increments(n: int, queue) -> None:
+    client = get_redis()
+    for _ in range(n):
+        client.incr("forked")
+    queue.put(client.connection_pool.pid)
+
+
+def test_client_used_before_fork_works_in_child_processes(redis_client):
+    redis_client.ping()  # open a pooled connection before forking
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    children = [ctx.Process(target=_child_increments, args=(200, queue)) for _ in range(3)]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(30)
+        assert child.exitcode == 0
+    assert int(redis_client.get("forked")) == 600
+    pids = {queue.get(timeout=5) for _ in children}
+    assert pids == {child.pid for child in children}

@@ -1,0 +1,97 @@
+"""The README's front door: `manage.py demo` serves the site and Ctrl-C leaves nothing behind."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.test import override_settings
+
+from redisparts_app.testing import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(line) for line in out.split()]
+
+
+@pytest.mark.slow
+def test_demo_serves_the_landing_page_and_ctrl_c_stops_every_process(tmp_path):
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    env.update(
+        DJANGO_SETTINGS_MODULE="marketplace.settings",
+        REDISPARTS_DATA_DIR=str(tmp_path / "redis"),
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+    )
+    demo = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "demo", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        page = _wait_for_page(f"http://127.0.0.1:{port}/", demo)
+        assert "Redis server" in page
+        assert str(tmp_path / "redis" / "redis.sock") in page
+        redis_pid = int((tmp_path / "redis" / "redis.pid").read_text())
+        web_pids = _children(demo.pid)
+        assert web_pids
+        assert _alive(redis_pid)
+        demo.send_signal(signal.SIGINT)
+        output, _ = demo.communicate(timeout=30)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+    assert demo.returncode == 0, output
+    assert "Traceback" not in output
+    assert "Stopped redis-server" in output
+    assert not _alive(redis_pid)
+    assert not any(_alive(pid) for pid in web_pids)
+
+
+def _wait_for_page(url: str, demo: subprocess.Popen, timeout: float = 60.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if demo.poll() is not None:
+            pytest.fail(f"demo exited early:\n{demo.stdout.read()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (http only)
+                return response.read().decode()
+        except OSError:
+            time.sleep(0.2)
+    pytest.fail(f"{url} did not answer within {timeout}s")
+
+
+def test_unreachable_redis_gives_a_friendly_503_page(client, tmp_path):
+    dead = {"default": {"BACKEND": "django_redis.cache.RedisCache",
+                        "LOCATION": f"unix://{tmp_path}/nobody-home.sock"}}  # fmt: skip
+    with override_settings(CACHES=dead):
+        response = client.get("/")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    body = response.content.decode()
+    assert "right back" in body
+    assert "Traceback" not in body
+    assert "ConnectionError" not in body
+
+
+def test_landing_page_shows_the_server(client, redis_client):
+    response = client.get("/")
+    assert response.status_code == 200
+    assert redis_client.info("server")["redis_version"] in response.content.decode()
