@@ -1,4 +1,5 @@
 import logging
+import sys
 
 from django.apps import AppConfig
 
@@ -15,7 +16,9 @@ class RedispartsConfig(AppConfig):
         from .conf import app_settings
 
         embedded = app_settings.EMBEDDED
-        if isinstance(embedded, dict) and embedded.get("AUTOSTART"):
+        # rp_embedded manages the server itself: `status` and `stop` must see it as it is.
+        managing_it = sys.argv[1:2] == ["rp_embedded"]
+        if isinstance(embedded, dict) and embedded.get("AUTOSTART") and not managing_it:
             self._start_embedded()
 
     def _start_embedded(self) -> None:
