@@ -20,7 +20,7 @@ from pathlib import Path
 import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from redisparts_app.testing import RedisServer  # noqa: E402
+from redisparts_app.testing import RedisServer
 
 CALLS = 20_000
 REPEATS = 5
@@ -39,13 +39,17 @@ def cpu_per_call(client: redis.Redis) -> tuple[float, float]:
 
 
 def main() -> None:
-    with tempfile.TemporaryDirectory() as directory, RedisServer(directory, unix_socket=True) as server:
+    with (
+        tempfile.TemporaryDirectory() as directory,
+        RedisServer(directory, unix_socket=True) as server,
+    ):
         client = server.client()
         cpu_per_call(client)  # warm-up
         runs = [cpu_per_call(client) for _ in range(REPEATS)]
     cpu = statistics.median(run[0] for run in runs)
     wall = statistics.median(run[1] for run in runs)
-    print(f"redis-py {redis.__version__}: {cpu:.1f} us CPU, {wall:.1f} us wall per call (median of {REPEATS})")
+    print(f"redis-py {redis.__version__}: {cpu:.1f} us CPU, {wall:.1f} us wall per call", end="")
+    print(f" (median of {REPEATS})")
 
 
 if __name__ == "__main__":
