@@ -6,6 +6,7 @@ test run leaves no server behind once its process group is gone.
 """
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -19,8 +20,27 @@ import redis
 from .server import find_redis_server
 
 
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago (never 6379)."""
+def _is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(*, cluster_bus: bool = False) -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago (never 6379).
+
+    ``cluster_bus=True`` also wants port + 10000 free, the Cluster bus port,
+    which Redis requires to be below 65536.
+    """
+    if cluster_bus:
+        for _ in range(1000):
+            port = random.randint(20000, 55000)  # noqa: S311  (a port, not a secret)
+            if port != 6379 and _is_free(port) and _is_free(port + 10000):
+                return port
+        raise RuntimeError("no free pair of ports for a cluster node")
     while True:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
@@ -136,6 +156,251 @@ class RedisServer:
         return "\n".join(text.splitlines()[-lines:])
 
     def __enter__(self) -> "RedisServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def wait_until(condition, timeout: float, what: str, interval: float = 0.05) -> None:
+    """Poll ``condition()`` until it is true; raise RuntimeError naming ``what`` on timeout."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not happen within {timeout}s")
+        time.sleep(interval)
+
+
+def start_replica(
+    master: RedisServer,
+    directory: str | os.PathLike,
+    *,
+    args: Sequence[str] = (),
+    timeout: float = 20.0,
+) -> RedisServer:
+    """Start a replica of ``master`` (a TCP server) and wait until its link is up."""
+    if master.socket is not None:
+        raise ValueError("a replica needs a master listening on TCP, not only a unix socket")
+    replica = RedisServer(
+        directory, args=["--replicaof", master.host, str(master.port), *args], binary=master.binary
+    ).start()
+    with replica.client() as client:
+        wait_until(
+            lambda: client.info("replication").get("master_link_status") == "up",
+            timeout,
+            f"replication from {master.host}:{master.port}",
+        )
+    return replica
+
+
+class LocalCluster:
+    """A Redis Cluster of ``masters`` primaries with ``replicas`` replicas each, on loopback.
+
+    Built with CLUSTER ADDSLOTS / MEET / REPLICATE (no redis-cli needed), from the
+    same redis-server binary as the other test servers. ``startup_nodes`` is the
+    list of ``redis://`` URLs for ``REDISPARTS["CONNECTIONS"][...]["CLUSTER"]``.
+    """
+
+    SLOTS = 16384
+
+    def __init__(
+        self, directory: str | os.PathLike, *, masters: int = 3, replicas: int = 1,
+        node_timeout_ms: int = 2000,
+    ) -> None:  # fmt: skip
+        if masters < 1 or replicas < 0:
+            raise ValueError("a cluster needs at least one master and no negative replica count")
+        self.directory = Path(directory).absolute()
+        self.masters_count, self.replicas_count = masters, replicas
+        self.node_timeout_ms = node_timeout_ms
+        self.nodes: list[RedisServer] = []
+
+    @property
+    def masters(self) -> list[RedisServer]:
+        return self.nodes[: self.masters_count]
+
+    @property
+    def startup_nodes(self) -> list[str]:
+        return [f"redis://{node.host}:{node.port}" for node in self.nodes]
+
+    def start(self, timeout: float = 30.0) -> "LocalCluster":
+        count = self.masters_count * (1 + self.replicas_count)
+        args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", str(self.node_timeout_ms)]  # fmt: skip
+        try:
+            for index in range(count):
+                port = free_port(cluster_bus=True)
+                node = RedisServer(self.directory / f"node{index}", port=port, args=args)
+                self.nodes.append(node.start())
+            self._assign_slots()
+            self._meet()
+            self._attach_replicas(timeout)
+            wait_until(self._is_ready, timeout, "cluster_state:ok on every node")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _assign_slots(self) -> None:
+        share = self.SLOTS // self.masters_count
+        for index, master in enumerate(self.masters):
+            first = index * share
+            last = self.SLOTS - 1 if index == self.masters_count - 1 else first + share - 1
+            with master.client() as client:
+                client.execute_command("CLUSTER ADDSLOTS", *range(first, last + 1))
+
+    def _meet(self) -> None:
+        with self.nodes[0].client() as first:
+            for node in self.nodes[1:]:
+                first.execute_command("CLUSTER MEET", node.host, node.port)
+
+        def everyone_known() -> bool:
+            return all(self._known_nodes(node) == len(self.nodes) for node in self.nodes)
+
+        wait_until(everyone_known, 20.0, "CLUSTER MEET of every node")
+
+    def _attach_replicas(self, timeout: float) -> None:
+        replicas = self.nodes[self.masters_count :]
+        for index, replica in enumerate(replicas):
+            master = self.masters[index % self.masters_count]
+            with master.client() as client:
+                master_id = client.execute_command("CLUSTER MYID").decode()
+            with replica.client() as client:
+                # The replica may not have learnt the master's id yet: retry until it has.
+                wait_until(
+                    lambda c=client, m=master_id: self._try_replicate(c, m),
+                    timeout,
+                    f"CLUSTER REPLICATE of {replica.port}",
+                )
+
+    @staticmethod
+    def _try_replicate(client: redis.Redis, master_id: str) -> bool:
+        try:
+            client.execute_command("CLUSTER REPLICATE", master_id)
+        except redis.ResponseError:
+            return False
+        return True
+
+    @staticmethod
+    def _known_nodes(node: RedisServer) -> int:
+        with node.client() as client:
+            return int(client.execute_command("CLUSTER INFO")["cluster_known_nodes"])
+
+    def _is_ready(self) -> bool:
+        for node in self.nodes:
+            with node.client() as client:
+                if client.execute_command("CLUSTER INFO")["cluster_state"] != "ok":
+                    return False
+        for master in self.masters:
+            with master.client() as client:
+                if client.info("replication").get("connected_slaves", 0) < self.replicas_count:
+                    return False
+        return True
+
+    def client(self, **kwargs: Any) -> "redis.RedisCluster":
+        """Return a cluster client (bytes) started from every node."""
+        from redis.cluster import ClusterNode, RedisCluster
+
+        nodes = [ClusterNode(node.host, node.port) for node in self.nodes]
+        return RedisCluster(startup_nodes=nodes, **kwargs)
+
+    def stop(self) -> None:
+        for node in reversed(self.nodes):
+            node.stop()
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class SentinelServer(RedisServer):
+    """One redis-server in sentinel mode watching ``master`` under ``service_name``."""
+
+    def __init__(
+        self, directory: str | os.PathLike, master: RedisServer, *, service_name: str = "mymaster",
+        quorum: int = 2, down_after_ms: int = 1000, failover_timeout_ms: int = 5000,
+    ) -> None:  # fmt: skip
+        super().__init__(directory, binary=master.binary)
+        self.service_name = service_name
+        self.config_lines = [
+            f"sentinel monitor {service_name} {master.host} {master.port} {quorum}",
+            f"sentinel down-after-milliseconds {service_name} {down_after_ms}",
+            f"sentinel failover-timeout {service_name} {failover_timeout_ms}",
+        ]
+
+    def command_line(self) -> list[str]:
+        # Sentinel rewrites its configuration file, so it gets one of its own.
+        self.directory.mkdir(parents=True, exist_ok=True)
+        config = self.directory / "sentinel.conf"
+        config.write_text("\n".join(self.config_lines) + "\n")
+        return [str(self.binary), str(config), "--sentinel", "--port", str(self.port),
+                "--bind", self.host, "--dir", str(self.directory),
+                "--logfile", str(self.directory / "redis.log")]  # fmt: skip
+
+
+class SentinelSetup:
+    """A master, ``replicas`` replicas and ``sentinels`` sentinels on loopback.
+
+    ``sentinel_addresses`` and ``service_name`` are what
+    ``REDISPARTS["CONNECTIONS"][...]`` needs as ``SENTINELS`` and ``SERVICE_NAME``.
+    """
+
+    def __init__(
+        self, directory: str | os.PathLike, *, replicas: int = 1, sentinels: int = 3,
+        service_name: str = "mymaster", down_after_ms: int = 1000,
+    ) -> None:  # fmt: skip
+        self.directory = Path(directory).absolute()
+        self.replicas_count, self.sentinels_count = replicas, sentinels
+        self.service_name, self.down_after_ms = service_name, down_after_ms
+        self.master: RedisServer | None = None
+        self.replicas: list[RedisServer] = []
+        self.sentinels: list[SentinelServer] = []
+
+    @property
+    def sentinel_addresses(self) -> list[list[Any]]:
+        return [[sentinel.host, sentinel.port] for sentinel in self.sentinels]
+
+    def start(self, timeout: float = 30.0) -> "SentinelSetup":
+        try:
+            self.master = RedisServer(self.directory / "master").start()
+            for index in range(self.replicas_count):
+                self.replicas.append(start_replica(self.master, self.directory / f"replica{index}"))
+            quorum = self.sentinels_count // 2 + 1
+            for index in range(self.sentinels_count):
+                sentinel = SentinelServer(
+                    self.directory / f"sentinel{index}", self.master,
+                    service_name=self.service_name, quorum=quorum,
+                    down_after_ms=self.down_after_ms,
+                )  # fmt: skip
+                self.sentinels.append(sentinel.start())
+            wait_until(self._sentinels_see_everyone, timeout, "sentinels discovering each other")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _sentinels_see_everyone(self) -> bool:
+        for sentinel in self.sentinels:
+            with sentinel.client() as client:
+                state = client.sentinel_master(self.service_name)
+            if state["num-other-sentinels"] < self.sentinels_count - 1:
+                return False
+            if state["num-slaves"] < self.replicas_count:
+                return False
+        return True
+
+    def sentinel(self, **kwargs: Any) -> "redis.sentinel.Sentinel":
+        from redis.sentinel import Sentinel
+
+        return Sentinel([tuple(address) for address in self.sentinel_addresses], **kwargs)
+
+    def stop(self) -> None:
+        for server in [*self.sentinels, *self.replicas, self.master]:
+            if server is not None:
+                server.stop()
+
+    def __enter__(self) -> "SentinelSetup":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
