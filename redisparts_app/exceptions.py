@@ -26,3 +26,23 @@ class ServerBinaryNotFound(RedisPartsError):
 
 class EmbeddedServerError(RedisPartsError):
     """The embedded redis-server could not be started, reached or stopped."""
+
+
+class InvalidIPAddress(RedisPartsError, ValueError):
+    """A string given to the IP-to-city lookup is not a dotted-quad IPv4 address."""
+
+    def __init__(self, value: object, reason: str) -> None:
+        self.value, self.reason = value, reason
+        super().__init__(f"invalid IPv4 address {value!r}: {reason}")
+
+
+class GeoIPImportError(RedisPartsError):
+    """A GeoIP import could not run (unknown CSV layout, no usable row); old data stays."""
+
+
+class InvalidConfig(RedisPartsError, ValueError):
+    """A configuration value was refused before it was stored (not a JSON dict, too big...)."""
+
+
+class ComponentConnectionError(RedisPartsError):
+    """The stored ``redis`` configuration of a component cannot build a client."""
