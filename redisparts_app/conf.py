@@ -25,6 +25,23 @@ DEFAULTS: dict[str, Any] = {
     "CHECK_TIMEOUT": 3.0,
     # Embedded redis-server for development; None disables it. See embedded.py.
     "EMBEDDED": None,
+    # Guild mail: longest subject and body, in characters.
+    "MAIL_MAX_SUBJECT_LENGTH": 200,
+    "MAIL_MAX_BODY_LENGTH": 10_000,
+    # Guild mail: messages kept per mailbox; sending beyond it drops the oldest.
+    "MAIL_MAX_MESSAGES": 1000,
+    # Guild mail: most messages one fetch returns.
+    "MAIL_MAX_PAGE_SIZE": 100,
+    # Group chat: longest message text, in characters.
+    "CHAT_MAX_MESSAGE_LENGTH": 4000,
+    # Group chat: most messages one fetch takes from one chat (the rest wait for the next).
+    "CHAT_FETCH_LIMIT": 1000,
+    # File distribution: largest chunk key, in bytes.
+    "FILES_CHUNK_SIZE": 1 << 20,
+    # File distribution: bytes a processor reads per GETRANGE.
+    "FILES_BLOCK_SIZE": 1 << 17,
+    # File distribution: seconds file keys live if nobody finishes them (abandoned uploads).
+    "FILES_KEY_TTL": 86_400,
 }
 
 

@@ -46,3 +46,70 @@ class InvalidConfig(RedisPartsError, ValueError):
 
 class ComponentConnectionError(RedisPartsError):
     """The stored ``redis`` configuration of a component cannot build a client."""
+
+
+class InvalidMessage(RedisPartsError, ValueError):
+    """A mail or chat field (subject, body, text) was refused before reaching Redis."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field, self.reason = field, reason
+        super().__init__(f"invalid {field}: {reason}")
+
+
+class MailMessageNotFound(RedisPartsError, LookupError):
+    """No message with this id in the mailbox (never sent, deleted or trimmed)."""
+
+    def __init__(self, user: str, message_id: int) -> None:
+        self.user, self.message_id = user, message_id
+        super().__init__(f"no message {message_id} in the mailbox of {user!r}")
+
+
+class ChatNotFound(RedisPartsError, LookupError):
+    """The chat does not exist (never created, or deleted when its last member left)."""
+
+    def __init__(self, chat_id: str) -> None:
+        self.chat_id = chat_id
+        super().__init__(f"no chat {chat_id!r}")
+
+
+class ChatExists(RedisPartsError):
+    """A chat was created with an id that is already in use."""
+
+    def __init__(self, chat_id: str) -> None:
+        self.chat_id = chat_id
+        super().__init__(f"chat {chat_id!r} already exists; pick another id")
+
+
+class NotChatMember(RedisPartsError, PermissionError):
+    """Only members read or post in a chat."""
+
+    def __init__(self, chat_id: str, user: str) -> None:
+        self.chat_id, self.user = chat_id, user
+        super().__init__(f"{user!r} is not a member of chat {chat_id!r}")
+
+
+class FileDistributionError(RedisPartsError):
+    """File distribution through Redis failed."""
+
+
+class FileTooLarge(FileDistributionError, ValueError):
+    """A file is larger than the byte limit, so it could never be held in Redis."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        self.path, self.size, self.limit = path, size, limit
+        super().__init__(
+            f"{path} is {size} bytes, more than the limit of {limit} bytes held in Redis; "
+            "raise the limit"
+        )
+
+
+class CorruptFile(FileDistributionError):
+    """A distributed file's bytes do not match its SHA-256, are missing, or do not decompress."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        self.name, self.reason = name, reason
+        super().__init__(f"file {name!r}: {reason}")
+
+
+class DistributionTimeout(FileDistributionError):
+    """Waited too long for processors (to finish a file) or for a channel to appear."""
