@@ -1,0 +1,339 @@
+"""Group chat pulled by its members: create, send, fetch pending, join, leave.
+
+Keys of one chat share the chat's hash tag, so every step on a chat is one Lua
+script in one Cluster slot; a user's list of chats has the user's tag:
+
+    rp:chat:{<chat>}:members     zset member -> id of the last message they fetched
+    rp:chat:{<chat>}:msgs        zset message JSON {id, sender, ts, text} -> id
+    rp:chat:{<chat>}:ids         counter of the chat's message ids
+    rp:chat_user:{<user>}:seen   zset chat id -> last fetched id (the user's chats)
+    rp:chat_ids:{chat_ids}:next  counter giving new chats their ids
+
+Guarantees: a message gets its id and enters the messages zset in one script,
+so ids are strictly increasing and appear in order; fetching takes a member's
+pending messages and advances the member's position atomically per chat, so a
+member receives every message exactly once and in id order, even from two
+fetches at once. Messages every member has fetched are deleted (history is
+therefore what some member has not fetched yet). Only members read or post.
+
+Across chats nothing is atomic: ``fetch_pending_messages`` reads the user's
+chats (round trip 1), runs the per-chat script for every chat in one pipeline
+(round trip 2), and records the new positions in the user's ``seen`` zset
+(round trip 3, only when something changed) — a constant number of round
+trips whatever the number of chats. The member positions in the chats are the
+truth; the ``seen`` zset lists the user's chats and may lag behind. Creating a
+chat writes the chat, then the members' ``seen`` entries: a crash in between
+leaves members who see the chat only after joining it again.
+
+Times are Unix seconds (float) from the injectable ``clock``. Message text is
+limited by ``CHAT_MAX_MESSAGE_LENGTH`` characters; one fetch takes at most
+``CHAT_FETCH_LIMIT`` messages per chat (the rest come with the next fetch).
+"""
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from redis import Redis
+from redis.exceptions import NoScriptError
+
+from .. import lua
+from ..conf import app_settings
+from ..connection import get_redis
+from ..exceptions import ChatExists, ChatNotFound, InvalidMessage, NotChatMember
+from ..keys import make_key, validate_key_part
+from .mail import validate_message_id, validate_text
+
+COMPONENT = "chat"
+NOT_MEMBER, NO_CHAT = -1, -2
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    id: int
+    sender: str
+    ts: float
+    text: str
+
+
+def chat_keys(chat_id: str) -> dict[str, str]:
+    """Return the keys of one (validated) chat id by role: members, msgs, ids."""
+    return {role: make_key(COMPONENT, chat_id, role) for role in ("members", "msgs", "ids")}
+
+
+def seen_key(user: str) -> str:
+    """Return the key of the (validated) user's zset of chats."""
+    return make_key("chat_user", user, "seen")
+
+
+def create_chat(
+    sender: str,
+    recipients: Iterable[str],
+    message: str,
+    *,
+    chat_id: str | None = None,
+    client: Redis | None = None,
+    clock: Callable[[], float] = time.time,
+) -> str:
+    """Create a chat of ``sender`` and ``recipients`` with a first message; return its id.
+
+    Members start at position 0, so every one of them fetches the first message.
+    Without ``chat_id`` a new numeric id is taken from a counter; an id in use
+    raises ChatExists.
+    """
+    client = client if client is not None else get_redis()
+    sender = validate_key_part(sender, "sender")
+    if isinstance(recipients, str):
+        raise TypeError("recipients must be a collection of user names, not one string")
+    members = sorted({sender, *(validate_key_part(r, "recipient") for r in recipients)})
+    encoded = _encode(sender, message, clock)
+    if chat_id is None:
+        chat_id = str(client.incr(make_key("chat_ids", "chat_ids", "next")))
+    else:
+        chat_id = validate_key_part(chat_id, "chat")
+    keys = chat_keys(chat_id)
+    created = lua.script(client, "chat_create")(
+        keys=[keys["members"], keys["msgs"], keys["ids"]], args=[encoded, *members]
+    )
+    if not created:
+        raise ChatExists(chat_id)
+    pipe = client.pipeline(transaction=False)
+    for member in members:
+        pipe.zadd(seen_key(member), {chat_id: 0})
+    pipe.execute()
+    return chat_id
+
+
+def send_message(
+    chat_id: str,
+    sender: str,
+    text: str,
+    *,
+    client: Redis | None = None,
+    clock: Callable[[], float] = time.time,
+) -> int:
+    """Post ``text`` in a chat as ``sender`` (a member); return the message id."""
+    client = client if client is not None else get_redis()
+    chat_id = validate_key_part(chat_id, "chat")
+    sender = validate_key_part(sender, "sender")
+    encoded = _encode(sender, text, clock)
+    keys = chat_keys(chat_id)
+    result = lua.script(client, "chat_send")(
+        keys=[keys["members"], keys["msgs"], keys["ids"]], args=[sender, encoded]
+    )
+    _raise_for(result, chat_id, sender)
+    return int(result)
+
+
+def fetch_pending_messages(
+    user: str, *, client: Redis | None = None
+) -> list[tuple[str, list[ChatMessage]]]:
+    """Take ``user``'s pending messages of every chat they belong to.
+
+    Return ``(chat_id, messages)`` for each chat with new messages, messages in
+    id order. Atomic per chat, not across chats; see the module docstring for
+    the round trips.
+    """
+    client = client if client is not None else get_redis()
+    user = validate_key_part(user, "user")
+    key = seen_key(user)
+    chats = [chat.decode() for chat in client.zrange(key, 0, -1)]
+    if not chats:
+        return []
+    limit = _fetch_limit()
+    replies = _pipelined_script(
+        client,
+        "chat_fetch",
+        [([chat_keys(c)["members"], chat_keys(c)["msgs"]], [user, limit]) for c in chats],
+    )
+    result: list[tuple[str, list[ChatMessage]]] = []
+    moved: dict[str, int] = {}
+    gone: list[str] = []
+    for chat, reply in zip(chats, replies, strict=True):
+        if reply[0] < 0:
+            gone.append(chat)  # left or deleted since: the seen entry is stale
+        elif len(reply) > 1:
+            moved[chat] = int(reply[0])
+            result.append((chat, [_decode(m) for m in reply[1:]]))
+    if moved or gone:
+        pipe = client.pipeline(transaction=False)
+        if moved:
+            pipe.zadd(key, moved, gt=True)
+        if gone:
+            pipe.zrem(key, *gone)
+        pipe.execute()
+    return result
+
+
+def fetch_chat_messages(
+    chat_id: str, user: str, *, client: Redis | None = None
+) -> list[ChatMessage]:
+    """Take ``user``'s pending messages of one chat (one script, one round trip)."""
+    client = client if client is not None else get_redis()
+    chat_id = validate_key_part(chat_id, "chat")
+    user = validate_key_part(user, "user")
+    keys = chat_keys(chat_id)
+    reply = lua.script(client, "chat_fetch")(
+        keys=[keys["members"], keys["msgs"]], args=[user, _fetch_limit()]
+    )
+    _raise_for(reply[0], chat_id, user)
+    return [_decode(m) for m in reply[1:]]
+
+
+def read_history(
+    chat_id: str, user: str, count: int = 20, *, client: Redis | None = None
+) -> list[ChatMessage]:
+    """Return up to ``count`` messages ``user`` has already fetched, oldest first.
+
+    Only messages some member has not fetched yet are still held, so history is
+    short in a chat whose members all keep up.
+    """
+    count = _positive(count, "count")
+    reply = _read(client, chat_id, user, "history", 0, count)
+    return [_decode(m) for m in reversed(reply[1:])]
+
+
+def read_messages(
+    chat_id: str,
+    user: str,
+    after: int = 0,
+    limit: int | None = None,
+    *,
+    client: Redis | None = None,
+) -> list[ChatMessage]:
+    """Return the messages after id ``after`` still held, oldest first, without
+    moving ``user``'s position (to resume a display from a message id)."""
+    if after != 0:
+        after = validate_message_id(after)
+    limit = _fetch_limit() if limit is None else _positive(limit, "limit")
+    reply = _read(client, chat_id, user, "after", after, limit)
+    return [_decode(m) for m in reply[1:]]
+
+
+def unread_counts(user: str, *, client: Redis | None = None) -> dict[str, int]:
+    """Return the number of pending messages per chat of ``user`` (two round trips)."""
+    client = client if client is not None else get_redis()
+    user = validate_key_part(user, "user")
+    chats = [chat.decode() for chat in client.zrange(seen_key(user), 0, -1)]
+    replies = _pipelined_script(
+        client,
+        "chat_read",
+        [([chat_keys(c)["members"], chat_keys(c)["msgs"]], [user, "unread", 0, 0]) for c in chats],
+    )
+    return {
+        chat: int(reply[1]) for chat, reply in zip(chats, replies, strict=True) if reply[0] >= 0
+    }
+
+
+def join_chat(chat_id: str, user: str, *, client: Redis | None = None) -> int:
+    """Add ``user`` to a chat at its latest message; return that message id.
+
+    The user receives the messages sent after joining. Joining again changes nothing.
+    """
+    client = client if client is not None else get_redis()
+    chat_id = validate_key_part(chat_id, "chat")
+    user = validate_key_part(user, "user")
+    keys = chat_keys(chat_id)
+    position = lua.script(client, "chat_join")(keys=[keys["members"], keys["ids"]], args=[user])
+    _raise_for(position, chat_id, user)
+    client.zadd(seen_key(user), {chat_id: position})
+    return int(position)
+
+
+def leave_chat(chat_id: str, user: str, *, client: Redis | None = None) -> int:
+    """Remove ``user`` from a chat; return the members left.
+
+    The last member out deletes the chat's keys (0 is returned).
+    """
+    client = client if client is not None else get_redis()
+    chat_id = validate_key_part(chat_id, "chat")
+    user = validate_key_part(user, "user")
+    keys = chat_keys(chat_id)
+    left = lua.script(client, "chat_leave")(
+        keys=[keys["members"], keys["msgs"], keys["ids"]], args=[user]
+    )
+    _raise_for(left, chat_id, user)
+    client.zrem(seen_key(user), chat_id)
+    return int(left)
+
+
+def chat_members(chat_id: str, *, client: Redis | None = None) -> dict[str, int]:
+    """Return the members of a chat with the id of the last message each fetched."""
+    client = client if client is not None else get_redis()
+    chat_id = validate_key_part(chat_id, "chat")
+    members = client.zrange(chat_keys(chat_id)["members"], 0, -1, withscores=True)
+    if not members:
+        raise ChatNotFound(chat_id)
+    return {member.decode(): int(score) for member, score in members}
+
+
+def user_chats(user: str, *, client: Redis | None = None) -> list[str]:
+    """Return the ids of the chats ``user`` belongs to."""
+    client = client if client is not None else get_redis()
+    user = validate_key_part(user, "user")
+    return [chat.decode() for chat in client.zrange(seen_key(user), 0, -1)]
+
+
+def _encode(sender: str, text: str, clock: Callable[[], float]) -> str:
+    text = validate_text(text, "message", app_settings.CHAT_MAX_MESSAGE_LENGTH)
+    fields = {"sender": sender, "ts": clock(), "text": text}
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+
+
+def _decode(encoded: bytes) -> ChatMessage:
+    return ChatMessage(**json.loads(encoded))
+
+
+def _fetch_limit() -> int:
+    return _positive(app_settings.CHAT_FETCH_LIMIT, "CHAT_FETCH_LIMIT")
+
+
+def _positive(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidMessage(name, f"must be an int >= 1, got {value!r}")
+    return value
+
+
+def _raise_for(code: int, chat_id: str, user: str) -> None:
+    if code == NO_CHAT:
+        raise ChatNotFound(chat_id)
+    if code == NOT_MEMBER:
+        raise NotChatMember(chat_id, user)
+
+
+def _read(client, chat_id, user, mode, after, limit) -> list:
+    client = client if client is not None else get_redis()
+    chat_id = validate_key_part(chat_id, "chat")
+    user = validate_key_part(user, "user")
+    keys = chat_keys(chat_id)
+    reply = lua.script(client, "chat_read")(
+        keys=[keys["members"], keys["msgs"]], args=[user, mode, after, limit]
+    )
+    _raise_for(reply[0], chat_id, user)
+    return reply
+
+
+def _pipelined_script(client, name: str, calls: list[tuple[list[str], list]]) -> list:
+    """Run one script per (keys, args) in one non-transactional pipeline: one round trip.
+
+    EVALSHA directly rather than redis-py's pipeline scripts, which add a
+    SCRIPT EXISTS round trip to every execute; a server that lost its scripts
+    gets them loaded once and the pipeline runs again.
+    """
+    if not calls:
+        return []
+    script = lua.script(client, name)
+    for attempt in (1, 2):
+        pipe = client.pipeline(transaction=False)
+        for keys, args in calls:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+        replies = pipe.execute(raise_on_error=False)
+        if attempt == 1 and any(isinstance(r, NoScriptError) for r in replies):
+            client.script_load(script.script)
+            continue
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+    raise AssertionError("unreachable")

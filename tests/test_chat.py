@@ -1,0 +1,298 @@
+import time
+
+import pytest
+import redis
+from django.test import override_settings
+
+from redisparts_app.connection import get_redis
+from redisparts_app.exceptions import (
+    ChatExists,
+    ChatNotFound,
+    InvalidKeyPart,
+    InvalidMessage,
+    NotChatMember,
+)
+from redisparts_app.keys import scan_keys, slot_of
+from redisparts_app.services.chat import (
+    chat_keys,
+    chat_members,
+    create_chat,
+    fetch_chat_messages,
+    fetch_pending_messages,
+    join_chat,
+    leave_chat,
+    read_history,
+    read_messages,
+    seen_key,
+    send_message,
+    unread_counts,
+    user_chats,
+)
+from tests.processes import run_in_processes
+
+
+def texts(messages):
+    return [m.text for m in messages]
+
+
+def test_book_scenario_both_members_fetch_the_same_messages(redis_client):
+    chat = create_chat("joe", ["jeff", "jenny"], "message 1", clock=lambda: 100.5)
+    for n in range(2, 5):
+        assert send_message(chat, "joe", f"message {n}", clock=lambda: 101.0) == n
+    jeff = fetch_pending_messages("jeff")
+    jenny = fetch_pending_messages("jenny")
+    assert jeff == jenny
+    [(chat_id, messages)] = jeff
+    assert chat_id == chat
+    assert [(m.id, m.sender, m.text) for m in messages] == [
+        (n, "joe", f"message {n}") for n in range(1, 5)
+    ]
+    assert messages[0].ts == 100.5
+    assert fetch_pending_messages("jeff") == []
+    # joe has fetched nothing yet, so every message is still held.
+    assert redis_client.zcard(chat_keys(chat)["msgs"]) == 4
+    assert chat_members(chat) == {"jeff": 4, "jenny": 4, "joe": 0}
+
+
+def test_messages_read_by_every_member_are_deleted(redis_client):
+    chat = create_chat("joe", ["jeff", "jenny"], "one")
+    send_message(chat, "jeff", "two")
+    msgs = chat_keys(chat)["msgs"]
+    fetch_pending_messages("joe")
+    fetch_pending_messages("jeff")
+    assert redis_client.zcard(msgs) == 2
+    fetch_pending_messages("jenny")
+    assert redis_client.zcard(msgs) == 0
+    send_message(chat, "jenny", "three")
+    fetch_pending_messages("joe")
+    assert redis_client.zrangebyscore(msgs, "-inf", "+inf", withscores=True)[0][1] == 3
+    # The last reader leaving counts as everyone having read.
+    leave_chat(chat, "jeff")
+    leave_chat(chat, "jenny")
+    assert redis_client.zcard(msgs) == 0
+
+
+def test_last_member_leaving_deletes_every_key_of_the_chat(redis_client):
+    chat = create_chat("ann", ["bob"], "hello")
+    send_message(chat, "bob", "hi")
+    pattern = f"rp:chat:{{{chat}}}:*"
+    assert len(list(scan_keys(redis_client, pattern))) == 3
+    assert leave_chat(chat, "ann") == 1
+    assert user_chats("ann") == []
+    assert len(list(scan_keys(redis_client, pattern))) == 3
+    assert leave_chat(chat, "bob") == 0
+    assert list(scan_keys(redis_client, pattern)) == []
+    assert not redis_client.exists(seen_key("ann"), seen_key("bob"))
+    with pytest.raises(ChatNotFound):
+        send_message(chat, "bob", "anyone?")
+    with pytest.raises(ChatNotFound):
+        leave_chat(chat, "bob")
+
+
+def test_non_member_can_neither_read_nor_post(redis_client):
+    chat = create_chat("ann", ["bob"], "secret plans")
+    with pytest.raises(NotChatMember, match="'eve' is not a member of chat"):
+        send_message(chat, "eve", "let me in")
+    with pytest.raises(NotChatMember):
+        fetch_chat_messages(chat, "eve")
+    with pytest.raises(NotChatMember):
+        read_history(chat, "eve")
+    with pytest.raises(NotChatMember):
+        read_messages(chat, "eve")
+    # A forged entry in eve's own list of chats gives her nothing and is dropped.
+    redis_client.zadd(seen_key("eve"), {chat: 0})
+    assert fetch_pending_messages("eve") == []
+    assert user_chats("eve") == []
+    assert redis_client.zcard(chat_keys(chat)["msgs"]) == 1
+
+
+def test_join_starts_at_the_latest_message(redis_client):
+    chat = create_chat("ann", ["bob"], "before carl")
+    assert join_chat(chat, "carl") == 1
+    assert fetch_pending_messages("carl") == []
+    send_message(chat, "ann", "welcome carl")
+    [(_, messages)] = fetch_pending_messages("carl")
+    assert texts(messages) == ["welcome carl"]
+    assert join_chat(chat, "carl") == 2  # joining again keeps the position
+    with pytest.raises(ChatNotFound):
+        join_chat("no-such-chat", "carl")
+
+
+def test_fetch_spans_every_chat_of_the_user():
+    first = create_chat("ann", ["bob"], "in first")
+    second = create_chat("carl", ["bob"], "in second", chat_id="guild-hall")
+    send_message(second, "bob", "bob too")
+    fetched = dict(fetch_pending_messages("bob"))
+    assert {chat: texts(m) for chat, m in fetched.items()} == {
+        first: ["in first"],
+        second: ["in second", "bob too"],
+    }
+    assert sorted(user_chats("bob")) == sorted([first, second])
+
+
+def test_history_resume_and_unread_counts():
+    chat = create_chat("ann", ["bob"], "m1")
+    for n in range(2, 6):
+        send_message(chat, "ann", f"m{n}")
+    assert unread_counts("bob") == {chat: 5}
+    assert texts(fetch_chat_messages(chat, "bob")) == ["m1", "m2", "m3", "m4", "m5"]
+    send_message(chat, "ann", "m6")
+    assert unread_counts("bob") == {chat: 1}
+    assert texts(read_history(chat, "bob", 2)) == ["m4", "m5"]
+    assert texts(read_messages(chat, "bob", after=3)) == ["m4", "m5", "m6"]
+    assert texts(read_messages(chat, "bob", after=3, limit=1)) == ["m4"]
+    # Reading does not move bob's position.
+    assert unread_counts("bob") == {chat: 1}
+    assert texts(fetch_chat_messages(chat, "bob")) == ["m6"]
+
+
+def test_new_chats_get_new_ids_and_explicit_ids_are_not_reused(redis_client):
+    assert create_chat("ann", ["bob"], "x") == "1"
+    assert create_chat("ann", ["bob"], "x") == "2"
+    create_chat("ann", ["bob"], "x", chat_id="team")
+    with pytest.raises(ChatExists):
+        create_chat("carl", ["dan"], "x", chat_id="team")
+    assert "carl" not in chat_members("team")
+
+
+def test_keys_of_one_chat_share_a_slot():
+    keys = chat_keys("guild hall").values()
+    assert len({slot_of(key) for key in keys}) == 1
+
+
+@override_settings(REDISPARTS={"CHAT_MAX_MESSAGE_LENGTH": 10})
+def test_message_size_is_limited_by_the_setting(redis_client):
+    chat = create_chat("ann", ["bob"], "0123456789")
+    with pytest.raises(InvalidMessage, match="11 characters, more than 10"):
+        send_message(chat, "ann", "01234567890")
+    assert redis_client.get(chat_keys(chat)["ids"]) == b"1"
+
+
+@pytest.mark.parametrize(
+    ("chat", "sender", "text", "error"),
+    [
+        ("c", "ann", "", InvalidMessage),
+        ("c", "ann", "   ", InvalidMessage),
+        ("c", "ann", "esc\x1b[2J", InvalidMessage),
+        ("c", "ann", None, TypeError),
+        ("c:x", "ann", "hi", InvalidKeyPart),
+        ("{c}", "ann", "hi", InvalidKeyPart),
+        ("c*", "ann", "hi", InvalidKeyPart),
+        ("c", "", "hi", InvalidKeyPart),
+        ("c", "a\nb", "hi", InvalidKeyPart),
+    ],
+)
+def test_bad_input_raises_before_anything_is_written(redis_client, chat, sender, text, error):
+    with pytest.raises(error):
+        create_chat(sender, ["bob"], text, chat_id=chat)
+    with pytest.raises(error):
+        send_message(chat, sender, text)
+    assert redis_client.dbsize() == 0
+
+
+def test_unknown_chat_raises(redis_client):
+    with pytest.raises(ChatNotFound, match="no chat 'ghost'"):
+        send_message("ghost", "ann", "hello?")
+    with pytest.raises(ChatNotFound):
+        fetch_chat_messages("ghost", "ann")
+    with pytest.raises(ChatNotFound):
+        chat_members("ghost")
+    with pytest.raises(TypeError, match="collection"):
+        create_chat("ann", "bob", "hi")
+    assert redis_client.dbsize() == 0
+
+
+def counting_client(client: redis.Redis) -> tuple[redis.Redis, list[int]]:
+    """A client on the same server whose connections count the requests they send.
+
+    A request is one write of packed commands, answered before the next: a plain
+    command or a whole pipeline is one round trip.
+    """
+    base = client.connection_pool.connection_class
+    sent = [0]
+
+    class CountingConnection(base):
+        def send_packed_command(self, command, check_health=True):
+            sent[0] += 1
+            return super().send_packed_command(command, check_health)
+
+    pool = redis.ConnectionPool(
+        connection_class=CountingConnection, **client.connection_pool.connection_kwargs
+    )
+    return redis.Redis(connection_pool=pool), sent
+
+
+def round_trips_of_a_fetch(redis_client, user: str, chats: int) -> tuple[int, int]:
+    for n in range(chats):
+        create_chat("owner", [user], f"first of {n}", chat_id=f"{user}-{n}")
+    client, sent = counting_client(redis_client)
+    client.ping()  # connect, so the handshake is not counted
+    sent[0] = 0
+    fetched = fetch_pending_messages(user, client=client)
+    assert len(fetched) == chats
+    with_messages = sent[0]
+    sent[0] = 0
+    assert fetch_pending_messages(user, client=client) == []
+    return with_messages, sent[0]
+
+
+def test_fetch_costs_the_same_round_trips_for_1_and_50_chats(redis_client):
+    one = round_trips_of_a_fetch(redis_client, "solo", 1)
+    fifty = round_trips_of_a_fetch(redis_client, "busy", 50)
+    assert one == fifty
+    # Read the chats, one pipeline of scripts, record positions; nothing new: two.
+    assert one == (3, 2)
+
+
+def test_fetch_survives_a_script_flush(redis_client):
+    chat = create_chat("ann", ["bob"], "before the flush")
+    redis_client.script_flush()
+    [(chat_id, messages)] = fetch_pending_messages("bob")
+    assert chat_id == chat
+    assert texts(messages) == ["before the flush"]
+
+
+SENDERS, READERS, PER_SENDER = 5, 3, 40
+
+
+def _chat_role(role: str, name: str, chat: str):
+    client = get_redis()
+    if role == "send":
+        ids = []
+        for n in range(PER_SENDER):
+            ids.append(send_message(chat, name, f"{name} says {n}"))
+            client.incr("test:sent")
+        return ids
+    expected = 1 + SENDERS * PER_SENDER
+    received = []
+    deadline = time.monotonic() + 90
+    while len(received) < expected and time.monotonic() < deadline:
+        for chat_id, messages in fetch_pending_messages(name):
+            assert chat_id == chat
+            received.extend((m.id, m.sender, m.text) for m in messages)
+        time.sleep(0.002)
+    return received
+
+
+@pytest.mark.slow
+def test_concurrent_senders_and_readers_deliver_every_message_once_in_order(redis_client):
+    senders = [f"s{n}" for n in range(SENDERS)]
+    readers = [f"r{n}" for n in range(READERS)]
+    chat = create_chat("host", senders + readers, "welcome")
+    jobs = [("send", s, chat) for s in senders] + [("read", r, chat) for r in readers]
+    results = run_in_processes(_chat_role, jobs, timeout=120)
+    sent_ids = sorted(i for ids in results[:SENDERS] for i in ids)
+    total = 1 + SENDERS * PER_SENDER
+    assert int(redis_client.get("test:sent")) == SENDERS * PER_SENDER
+    assert sent_ids == list(range(2, total + 1))
+    expected_texts = {
+        i: (s, f"{s} says {n}")
+        for s, ids in zip(senders, results[:SENDERS], strict=True)
+        for n, i in enumerate(ids)
+    }
+    for received in results[SENDERS:]:
+        assert [i for i, _, _ in received] == list(range(1, total + 1))
+        assert received[0][1:] == ("host", "welcome")
+        assert {i: (s, t) for i, s, t in received[1:]} == expected_texts
+    positions = chat_members(chat)
+    assert all(positions[r] == total for r in readers)
