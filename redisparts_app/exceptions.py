@@ -113,3 +113,40 @@ class CorruptFile(FileDistributionError):
 
 class DistributionTimeout(FileDistributionError):
     """Waited too long for processors (to finish a file) or for a channel to appear."""
+class InvalidSemaphoreArgument(RedisPartsError, ValueError):
+    """A semaphore was given a bad limit, timeout, wait, reason or holder id."""
+
+
+class SemaphoreFull(RedisPartsError):
+    """No permit of the semaphore was free (and the caller did not wait)."""
+
+    def __init__(self, name: str, limit: int, message: str | None = None) -> None:
+        self.name, self.limit = name, limit
+        super().__init__(
+            message or f"semaphore {name!r} is full ({limit} holders); try again later"
+        )
+
+
+class SemaphoreTimeout(SemaphoreFull):
+    """No permit of the semaphore freed up within the wait."""
+
+    def __init__(self, name: str, limit: int, waited: float) -> None:
+        self.waited = waited
+        super().__init__(
+            name,
+            limit,
+            f"semaphore {name!r} stayed full ({limit} holders) for {waited:.1f}s; "
+            "wait longer or try again later",
+        )
+
+
+class SemaphoreLost(RedisPartsError):
+    """A semaphore permit expired before its holder released it."""
+
+    def __init__(self, name: str, holder_id: str, timeout: float) -> None:
+        self.name, self.holder_id, self.timeout = name, holder_id, timeout
+        super().__init__(
+            f"permit {holder_id} of semaphore {name!r} expired before release (timeout "
+            f"{timeout:g}s); another holder may have run at the same time: refresh it sooner "
+            "or raise the timeout"
+        )

@@ -1,0 +1,382 @@
+import math
+import os
+import signal
+import time
+
+import pytest
+import redis
+
+from redisparts_app import keys
+from redisparts_app.exceptions import (
+    InvalidKeyPart,
+    InvalidSemaphoreArgument,
+    SemaphoreFull,
+    SemaphoreLost,
+    SemaphoreTimeout,
+)
+from redisparts_app.services.semaphores import (
+    FairSemaphore,
+    Semaphore,
+    holders,
+    semaphore_names,
+)
+from tests.processes import CONTEXT, run_in_processes
+
+# Counts the holders inside the critical section and keeps the highest count seen.
+ENTER_LUA = """
+local n = redis.call('INCR', KEYS[1])
+if n > tonumber(redis.call('GET', KEYS[2]) or '0') then
+  redis.call('SET', KEYS[2], n)
+end
+return n
+"""
+ACTIVE, HIGHEST = "test:sem:active", "test:sem:highest"
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def key(name: str, role: str) -> str:
+    return keys.make_key("semaphore", name, role)
+
+
+# --- limit, expiry, release ---------------------------------------------------------------
+
+
+def test_basic_fourth_acquire_fails_until_release_or_timeout():
+    clock = FakeClock()
+    sem = Semaphore("reports", 3, timeout=10, clock=clock)
+    first, second, third = (sem.acquire() for _ in range(3))
+    assert None not in (first, second, third)
+    assert len({first, second, third}) == 3
+    assert sem.acquire() is None
+
+    assert sem.release(second) is True
+    fourth = sem.acquire()
+    assert fourth is not None
+    assert sem.acquire() is None
+
+    clock.now += 9.999
+    assert sem.acquire() is None
+    clock.now += 0.002  # past the timeout of all four: nobody released, all expired
+    fifth = sem.acquire()
+    assert fifth is not None
+    assert [h.id for h in sem.holders()] == [fifth]
+    assert sem.release(first) is False
+
+
+def test_fair_fourth_acquire_fails_until_release():
+    sem = FairSemaphore("reports", 3, timeout=60)
+    held = [sem.acquire() for _ in range(3)]
+    assert None not in held
+    assert sem.acquire() is None
+    assert sem.release(held[0]) is True
+    assert sem.acquire() is not None
+    assert sem.acquire() is None
+
+
+def test_fair_permits_expire_after_the_timeout_without_release():
+    sem = FairSemaphore("reports", 3, timeout=0.3)
+    held = [sem.acquire() for _ in range(3)]
+    assert None not in held
+    # Nobody releases: the only way in is the three permits expiring on the server's clock.
+    newcomer = FairSemaphore("reports", 3, timeout=60).acquire(wait=10)
+    assert newcomer is not None
+    assert [h.id for h in holders("reports")] == [newcomer]
+    assert all(sem.refresh(holder_id) is False for holder_id in held)
+
+
+def test_keys_share_one_slot_and_expire_when_abandoned(redis_client):
+    sem = FairSemaphore("reports", 2, timeout=5)
+    holder_id = sem.acquire()
+    sem.release(sem.acquire())
+    roles = ("holders", "info", "owners", "counter", "wake")
+    assert len({keys.slot_of(key("reports", role)) for role in roles}) == 1
+    for role in ("holders", "info", "owners", "wake"):
+        assert 0 < redis_client.pttl(key("reports", role)) <= 5000
+    # Tickets must only grow, so the counter is the one key kept.
+    assert redis_client.pttl(key("reports", "counter")) == -1
+    assert sem.ticket(holder_id) == 1
+
+
+def test_release_leaves_at_most_limit_wake_tokens(redis_client):
+    sem = Semaphore("reports", 3)
+    for _ in range(5):
+        sem.release(sem.acquire())
+    assert redis_client.llen(key("reports", "wake")) == 3
+
+
+# --- refresh -----------------------------------------------------------------------------
+
+
+def test_basic_refresh_keeps_a_permit_past_its_timeout_and_reports_expiry():
+    clock = FakeClock()
+    sem = Semaphore("export", 1, timeout=10, clock=clock)
+    holder_id = sem.acquire()
+    clock.now += 8
+    assert sem.refresh(holder_id) is True
+    clock.now += 7  # 15 s after acquire, 7 s after the refresh
+    assert sem.acquire() is None
+    assert sem.refresh(holder_id) is True
+    clock.now += 10.5
+    assert sem.refresh(holder_id) is False
+    assert sem.holders() == []
+    assert sem.release(holder_id) is False
+    assert sem.acquire() is not None
+
+
+def test_fair_refresh_keeps_a_permit_past_its_timeout():
+    sem = FairSemaphore("export", 1, timeout=3)
+    holder_id = sem.acquire()
+    for _ in range(2):
+        time.sleep(1.6)
+        assert sem.refresh(holder_id) is True
+    # 3.2 s after acquire: without the refreshes the permit would be gone.
+    assert sem.acquire() is None
+    assert [h.id for h in sem.holders()] == [holder_id]
+    assert sem.release(holder_id) is True
+
+
+def test_fair_refresh_after_expiry_returns_false(redis_client):
+    sem = FairSemaphore("export", 1, timeout=0.2)
+    holder_id = sem.acquire()
+    time.sleep(0.5)
+    assert sem.refresh(holder_id) is False
+    assert sem.holders() == []
+    assert list(redis_client.scan_iter()) == [key("export", "counter").encode()]
+
+
+def test_refresh_after_expiry_drops_a_permit_not_yet_swept(redis_client):
+    clock = FakeClock()
+    sem = Semaphore("export", 2, timeout=10, clock=clock)
+    holder_id = sem.acquire()
+    clock.now += 11
+    assert redis_client.zscore(key("export", "holders"), holder_id) is not None
+    assert sem.refresh(holder_id) is False
+    assert redis_client.zscore(key("export", "holders"), holder_id) is None
+    assert redis_client.hget(key("export", "info"), holder_id) is None
+
+
+def test_refresh_of_an_unknown_holder_is_false():
+    assert Semaphore("export", 1).refresh("0" * 32) is False
+    assert FairSemaphore("export", 1).refresh("0" * 32) is False
+
+
+# --- context manager ---------------------------------------------------------------------
+
+
+def test_hold_releases_on_exit_and_on_error():
+    sem = FairSemaphore("market", 1)
+    with sem.hold(wait=0) as holder_id:
+        assert [h.id for h in sem.holders()] == [holder_id]
+    assert sem.holders() == []
+    with pytest.raises(KeyError), sem.hold(wait=0):
+        raise KeyError("boom")
+    assert sem.holders() == []
+
+
+def test_hold_raises_full_without_wait_and_timeout_with_wait():
+    sem = FairSemaphore("market", 1)
+    with sem.hold(wait=0):
+        with pytest.raises(SemaphoreFull, match="'market' is full") as full, sem.hold(wait=0):
+            pass
+        assert not isinstance(full.value, SemaphoreTimeout)
+        with pytest.raises(SemaphoreTimeout, match="stayed full") as timed_out, sem.hold(wait=0.2):
+            pass
+        assert timed_out.value.limit == 1
+        assert timed_out.value.waited >= 0.2
+
+
+def test_hold_raises_lost_when_the_permit_expired_inside_the_block():
+    clock = FakeClock()
+    sem = Semaphore("market", 1, timeout=5, clock=clock)
+    with pytest.raises(SemaphoreLost, match="expired before release"), sem.hold(wait=0):
+        clock.now += 6
+    assert sem.holders() == []
+
+
+# --- holders and names -------------------------------------------------------------------
+
+
+def test_holders_lists_id_age_reason_and_expiry():
+    clock = FakeClock()
+    sem = Semaphore("jobs", 3, timeout=10, clock=clock)
+    first = sem.acquire(reason="nightly export 导出")
+    clock.now += 2
+    second = sem.acquire()
+    clock.now += 3
+    listed = holders("jobs", clock=clock)
+    assert [(h.id, h.age, h.expires_in, h.reason, h.ticket) for h in listed] == [
+        (first, 5.0, 5.0, "nightly export 导出", None),
+        (second, 3.0, 7.0, "", None),
+    ]
+    assert sem.holders() == listed
+
+
+def test_fair_holders_use_the_server_clock_and_carry_increasing_tickets():
+    sem = FairSemaphore("jobs", 3, timeout=30, clock=lambda: time.time() + 3600)
+    first = sem.acquire(reason="a")
+    second = sem.acquire(reason="b")
+    listed = holders("jobs")
+    assert {h.id: (h.reason, h.ticket) for h in listed} == {first: ("a", 1), second: ("b", 2)}
+    for holder in listed:
+        assert 0 <= holder.age < 10
+        assert 20 < holder.expires_in <= 30
+
+
+def test_semaphore_names_lists_semaphores_with_holders():
+    Semaphore("alpha", 1).acquire()
+    FairSemaphore("beta gamma", 1).acquire()
+    assert semaphore_names() == ["alpha", "beta gamma"]
+
+
+# --- clocks ------------------------------------------------------------------------------
+
+
+def test_basic_trusts_client_clocks_but_fair_ignores_them():
+    """A host whose clock runs past another holder's timeout takes its slot (basic only)."""
+    ahead = FakeClock(time.time() + 11)
+    basic = Semaphore("clocks", 1, timeout=10)
+    assert basic.acquire() is not None
+    assert Semaphore("clocks", 1, timeout=10, clock=ahead).acquire() is not None  # stolen
+
+    fair = FairSemaphore("fair clocks", 1, timeout=10)
+    assert fair.acquire() is not None
+    assert FairSemaphore("fair clocks", 1, timeout=10, clock=ahead).acquire() is None
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def unreachable():
+    """A client no call can reach: any Redis call would raise ConnectionError."""
+    return redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+
+
+@pytest.mark.parametrize("name", ["", "a:b", "{tag}", "x*", "line\nbreak", "x" * 1000, " pad"])
+def test_bad_names_are_refused_before_any_redis_call(name, unreachable):
+    with pytest.raises(InvalidKeyPart, match="semaphore name"):
+        Semaphore(name, 3, client=unreachable)
+    with pytest.raises(InvalidKeyPart):
+        holders(name, client=unreachable)
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1.5, True, "3", None, 10**9])
+def test_bad_limits_are_refused(limit, unreachable):
+    with pytest.raises(InvalidSemaphoreArgument, match="limit"):
+        FairSemaphore("ok", limit, client=unreachable)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, math.nan, math.inf, "10", None, 10**7])
+def test_bad_timeouts_are_refused(timeout, unreachable):
+    with pytest.raises(InvalidSemaphoreArgument, match="timeout"):
+        Semaphore("ok", 3, timeout=timeout, client=unreachable)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda sem: sem.acquire(wait=-1), "wait"),
+        (lambda sem: sem.acquire(wait=math.nan), "wait"),
+        (lambda sem: sem.acquire(reason="x" * 201), "reason"),
+        (lambda sem: sem.acquire(reason="a\x00b"), "reason"),
+        (lambda sem: sem.acquire(reason=5), "reason"),
+        (lambda sem: sem.refresh("nope"), "holder id"),
+        (lambda sem: sem.release(123), "holder id"),
+        (lambda sem: sem.release("G" * 32), "holder id"),
+        (lambda sem: sem.release(" " + "a" * 31), "holder id"),
+        (lambda sem: sem.hold(wait=-1).__enter__(), "wait"),
+    ],
+)
+def test_bad_call_arguments_are_refused(call, match, unreachable):
+    for kind in (Semaphore, FairSemaphore):
+        with pytest.raises(InvalidSemaphoreArgument, match=match):
+            call(kind("ok", 3, client=unreachable))
+
+
+def test_bad_input_is_a_value_error_and_writes_nothing(redis_client):
+    with pytest.raises(ValueError, match="limit"):
+        Semaphore("ok", 0)
+    with pytest.raises(ValueError, match="reason"):
+        Semaphore("ok", 1).acquire(reason="\n")
+    assert redis_client.dbsize() == 0
+
+
+# --- several processes -------------------------------------------------------------------
+
+
+def contend(kind: str, seconds: float, offset: float) -> int:
+    """Enter the critical section as often as possible; return the number of entries."""
+    from redisparts_app.connection import get_redis
+
+    client = get_redis()
+    enter = client.register_script(ENTER_LUA)
+    cls = FairSemaphore if kind == "fair" else Semaphore
+    sem = cls("contended", 3, timeout=10, client=client, clock=lambda: time.time() + offset)
+    entries = 0
+    stop = time.monotonic() + seconds
+    while time.monotonic() < stop:
+        with sem.hold(wait=20):
+            enter(keys=[ACTIVE, HIGHEST])
+            time.sleep(0.01)
+            client.decr(ACTIVE)
+        entries += 1
+    return entries
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["basic", "fair"])
+def test_eight_processes_never_exceed_the_limit(kind, redis_client):
+    entries = run_in_processes(contend, [(kind, 3.0, 0.0)] * 8)
+    assert int(redis_client.get(HIGHEST)) == 3
+    assert int(redis_client.get(ACTIVE)) == 0
+    assert all(count > 0 for count in entries), entries
+    assert holders("contended") == []
+
+
+@pytest.mark.slow
+def test_fair_semaphore_holds_with_a_different_clock_offset_per_process(redis_client):
+    offsets = [-1.0, -0.7, -0.4, -0.1, 0.1, 0.4, 0.7, 1.0]
+    entries = run_in_processes(contend, [("fair", 3.0, offset) for offset in offsets])
+    assert int(redis_client.get(HIGHEST)) == 3
+    assert int(redis_client.get(ACTIVE)) == 0
+    assert all(count > 0 for count in entries), entries
+
+
+def hold_until_killed(ready_key: str) -> None:
+    from redisparts_app.connection import get_redis
+
+    client = get_redis()
+    sem = FairSemaphore("crash", 1, timeout=3, client=client)
+    holder_id = sem.acquire()
+    client.set(ready_key, holder_id or "")
+    while True:  # keeps the permit alive until SIGKILL
+        sem.refresh(holder_id)
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_a_killed_holder_permit_expires_after_the_timeout(redis_client):
+    child = CONTEXT.Process(target=hold_until_killed, args=("test:sem:ready",), daemon=True)
+    child.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not redis_client.get("test:sem:ready"):
+            assert time.monotonic() < deadline, "the child never acquired"
+            time.sleep(0.02)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(10)
+    crashed = redis_client.get("test:sem:ready").decode()
+    sem = FairSemaphore("crash", 1, timeout=3)
+    assert [h.id for h in sem.holders()] == [crashed]
+    assert sem.acquire() is None
+    newcomer = sem.acquire(wait=20)
+    assert newcomer is not None
+    assert [h.id for h in sem.holders()] == [newcomer]
