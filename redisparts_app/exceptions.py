@@ -113,6 +113,8 @@ class CorruptFile(FileDistributionError):
 
 class DistributionTimeout(FileDistributionError):
     """Waited too long for processors (to finish a file) or for a channel to appear."""
+
+
 class InvalidSemaphoreArgument(RedisPartsError, ValueError):
     """A semaphore was given a bad limit, timeout, wait, reason or holder id."""
 
