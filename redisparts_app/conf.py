@@ -42,6 +42,16 @@ DEFAULTS: dict[str, Any] = {
     "FILES_BLOCK_SIZE": 1 << 17,
     # File distribution: seconds file keys live if nobody finishes them (abandoned uploads).
     "FILES_KEY_TTL": 86_400,
+    # Recent contacts kept per user (autocomplete).
+    "AUTOCOMPLETE_RECENT_MAX": 100,
+    # Pick counts kept per user; the least picked names beyond it are dropped.
+    "AUTOCOMPLETE_PICKS_MAX": 1000,
+    # Names returned by a completion when no limit is given.
+    "AUTOCOMPLETE_LIMIT": 10,
+    # Address-book method: "lex" (ZRANGEBYLEX in Lua) or "book" (sentinels + WATCH).
+    "AUTOCOMPLETE_METHOD": "lex",
+    # Longest contact or member name, in characters.
+    "AUTOCOMPLETE_NAME_MAX_LENGTH": 200,
 }
 
 

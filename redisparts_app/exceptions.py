@@ -152,3 +152,29 @@ class SemaphoreLost(RedisPartsError):
             f"{timeout:g}s); another holder may have run at the same time: refresh it sooner "
             "or raise the timeout"
         )
+
+
+class InvalidContactName(RedisPartsError, ValueError):
+    """A contact, member name or typed prefix was refused before reaching Redis."""
+
+    def __init__(self, kind: str, value: object, reason: str) -> None:
+        self.kind, self.value, self.reason = kind, value, reason
+        shown = repr(value)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        super().__init__(f"invalid {kind} {shown}: {reason}")
+
+
+class InvalidCompletionLimit(RedisPartsError, ValueError):
+    """An autocomplete limit or list size is not a positive integer in range."""
+
+
+class CompletionConflict(RedisPartsError):
+    """The book method of autocomplete met a WATCH conflict on every attempt."""
+
+    def __init__(self, guild: str, attempts: int) -> None:
+        self.guild, self.attempts = guild, attempts
+        super().__init__(
+            f"guild {guild!r}: the index changed during each of {attempts} lookups; "
+            "use the 'lex' method or retry later"
+        )

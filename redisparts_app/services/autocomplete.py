@@ -1,0 +1,443 @@
+"""Autocomplete: a user's recent contacts and a guild's address book.
+
+Recent contacts (``RecentContacts``) are a per-user list, most recent first,
+capped at ``REDISPARTS["AUTOCOMPLETE_RECENT_MAX"]`` (100). ``add`` moves a
+contact to the front and counts the pick in one MULTI; the prefix filter runs in
+Python over the capped list.
+
+The address book (``AddressBook``) completes the names of a guild's members in
+Redis. Each name is indexed under its *folded* form (Unicode NFKD, combining
+marks and format characters removed, casefolded), once per word start, as the
+member ``<folded text from that word on>\\0<name as written>`` of a sorted set
+with every score 0. So "hot" finds "Hôtel", "ZOË" finds "Zoë", "lee" finds
+"Anna Lee", and a Chinese name is found by its first character. Results are
+distinct names as written, ordered by the folded text of their first matching
+entry and then by the name as written (UTF-8 byte order).
+
+Two methods give the same answers (a property-based test compares them):
+
+- ``"lex"`` (default): one Lua script runs ZRANGEBYLEX over ``[prefix, prefix\\xff)``;
+  one round trip, a consistent snapshot.
+- ``"book"``: the method of "Redis in Action" 6.1.2. It adds two sentinel members
+  that sort just before and just after every entry with the prefix, reads their
+  ranks and the entries between them under WATCH, and removes the sentinels in a
+  MULTI/EXEC that fails, and is retried, if the index changed meanwhile. The
+  sentinels are ``<prefix>\\0\\0<token>`` and ``<prefix>\\xff\\0\\0<token>`` with a
+  token unique per call; real entries never contain two NUL bytes in a row, so
+  both methods skip any sentinel a killed client left behind, and
+  ``purge_sentinels`` deletes such residue once it is old.
+
+``suggest`` merges, without duplicates: recent contacts, then guild members,
+then the names the user picks most often.
+
+Keys (``{user}`` and ``{guild}`` are validated with ``keys.validate_key_part``)::
+
+    rp:ac:{<user>}:recent    list of contact names, most recent first
+    rp:ac:{<user>}:picks     zset: contact name -> times picked (capped)
+    rp:ac:{<guild>}:members  zset, score 0: "<folded word start>\\0<name>"
+    rp:ac:{<guild>}:names    hash: name -> its folded word starts joined by "\\0"
+
+Names (contacts, members and prefixes) are str; they are stored as UTF-8 in NFC
+form. Times (sentinel ages) are in seconds. Nothing here blocks or expires.
+"""
+
+import random
+import time
+import unicodedata
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from redis import Redis
+from redis.exceptions import WatchError
+
+from .. import keys, lua
+from ..conf import app_settings
+from ..connection import get_redis
+from ..exceptions import CompletionConflict, InvalidCompletionLimit, InvalidContactName
+
+COMPONENT = "ac"
+METHODS = ("lex", "book")
+# Removed when folding: combining marks (accents) and format characters (ZWJ, ZWNJ).
+_FOLD_DROP = frozenset({"Mn", "Me", "Cf"})
+# Refused in names: controls, surrogates, private use, unassigned (so U+10FFFF never
+# occurs), line and paragraph separators. Format characters are allowed for
+# ZWNJ/ZWJ (Persian, emoji sequences), except the invisible ones listed below.
+_NAME_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cs", "Co", "Cn", "Zl", "Zp"})
+_NAME_ALLOWED_FORMAT = frozenset({"\u200c", "\u200d"})
+# Sentinels carry two NUL bytes; real entries hold exactly one (folded text has none).
+SENTINEL_MARK = b"\x00\x00"
+_AFTER_ANY_UTF8 = b"\xff"  # a byte that never occurs in UTF-8
+_MAX_LIMIT = 1000
+
+
+def fold(text: str) -> str:
+    """Return the matching form of ``text``: NFKD, marks removed, casefolded.
+
+    "Hôtel" -> "hotel", "ZOË" -> "zoe", "Straße" -> "strasse"; Chinese is unchanged.
+    """
+    decomposed = unicodedata.normalize("NFKD", text)
+    stripped = "".join(c for c in decomposed if unicodedata.category(c) not in _FOLD_DROP)
+    # Casefolding can yield new combining marks ("İ" -> "i̇"), so decompose and strip again.
+    folded = unicodedata.normalize("NFKD", stripped.casefold())
+    return "".join(c for c in folded if unicodedata.category(c) not in _FOLD_DROP)
+
+
+def word_starts(folded: str) -> list[str]:
+    """Return ``folded`` from each word start on: "anna lee" -> ["anna lee", "lee"]."""
+    return [
+        folded[i:]
+        for i, char in enumerate(folded)
+        if char != " " and (i == 0 or folded[i - 1] == " ")
+    ]
+
+
+def matches(name: str, query: str) -> bool:
+    """Tell whether ``name`` completes ``query``, a prefix folded by validate_prefix.
+
+    A name matches when the folded text from one of its word starts begins with it.
+    """
+    return any(start.startswith(query) for start in word_starts(fold(name)))
+
+
+def validate_name(value: object, kind: str = "name") -> str:
+    """Return ``value`` in NFC form if it is a usable contact or member name, else raise.
+
+    Raise TypeError for a non-string and InvalidContactName (a ValueError) for an
+    empty or over-long name (``AUTOCOMPLETE_NAME_MAX_LENGTH`` characters), one
+    starting or ending with a space, control or other invisible characters, or a
+    name with nothing to match on once folded.
+    """
+    text = _checked_text(value, kind)
+    if not text:
+        raise InvalidContactName(kind, value, "must not be empty")
+    if text != text.strip(" "):
+        raise InvalidContactName(kind, value, "must not start or end with a space")
+    if not word_starts(fold(text)):
+        raise InvalidContactName(kind, value, "has no letters, digits or symbols to match on")
+    return text
+
+
+def validate_prefix(value: object) -> str:
+    """Return the folded query for a typed prefix ("" matches every name).
+
+    Raise TypeError for a non-string and InvalidContactName for an over-long
+    prefix or one with control characters.
+    """
+    return fold(_checked_text(value, "prefix")).lstrip(" ")
+
+
+def validate_limit(value: object, default: int) -> int:
+    """Return ``value`` (or ``default`` when None) if it is an int from 1 to 1000."""
+    limit = default if value is None else value
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidCompletionLimit(f"limit must be an integer, got {limit!r}")
+    if not 1 <= limit <= _MAX_LIMIT:
+        raise InvalidCompletionLimit(f"limit must be between 1 and {_MAX_LIMIT}, got {limit}")
+    return limit
+
+
+def _checked_text(value: object, kind: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{kind} must be a string, got {type(value).__name__}")
+    limit = app_settings.AUTOCOMPLETE_NAME_MAX_LENGTH
+    if len(value) > limit:
+        raise InvalidContactName(kind, value, f"longer than {limit} characters")
+    text = unicodedata.normalize("NFC", value)
+    for char in text:
+        category = unicodedata.category(char)
+        invisible = category == "Cf" and char not in _NAME_ALLOWED_FORMAT
+        if category in _NAME_FORBIDDEN_CATEGORIES or invisible or (char.isspace() and char != " "):
+            name = unicodedata.name(char, f"U+{ord(char):04X}")
+            raise InvalidContactName(kind, value, f"control or invisible character {name}")
+    return text
+
+
+def _client(client: Any) -> Redis:
+    # not `client or ...`: an empty pipeline is falsy
+    return client if client is not None else get_redis()
+
+
+def _decode(names: Iterable[bytes]) -> list[str]:
+    return [name.decode("utf-8") for name in names]
+
+
+class RecentContacts:
+    """The contacts one user picked lately, most recent first, and how often.
+
+    Keys: ``rp:ac:{user}:recent`` (list) and ``rp:ac:{user}:picks`` (zset).
+    ``max_size`` defaults to ``REDISPARTS["AUTOCOMPLETE_RECENT_MAX"]``.
+    """
+
+    def __init__(self, user: str, *, client: Any = None, max_size: int | None = None) -> None:
+        self.user = keys.validate_key_part(user, "user")
+        size = app_settings.AUTOCOMPLETE_RECENT_MAX if max_size is None else max_size
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise InvalidCompletionLimit(f"max_size must be a positive integer, got {size!r}")
+        self.max_size = size
+        self.client = _client(client)
+        self.recent_key = keys.make_key(COMPONENT, self.user, "recent")
+        self.picks_key = keys.make_key(COMPONENT, self.user, "picks")
+
+    def add(self, contact: str) -> None:
+        """Move ``contact`` to the front (adding it if new) and count one pick.
+
+        One MULTI: LREM, LPUSH, LTRIM to ``max_size``, ZINCRBY on the pick counts,
+        which keep the ``AUTOCOMPLETE_PICKS_MAX`` most picked names.
+        """
+        name = validate_name(contact, "contact").encode()
+        picks_max = app_settings.AUTOCOMPLETE_PICKS_MAX
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.lrem(self.recent_key, 0, name)
+            pipe.lpush(self.recent_key, name)
+            pipe.ltrim(self.recent_key, 0, self.max_size - 1)
+            pipe.zincrby(self.picks_key, 1, name)
+            # Drop the least picked beyond the cap; the name just picked has at least 1.
+            pipe.zremrangebyrank(self.picks_key, 0, -picks_max - 1)
+            pipe.execute()
+
+    def remove(self, contact: str) -> bool:
+        """Forget ``contact`` (recent list and pick count); tell whether it was listed."""
+        name = validate_name(contact, "contact").encode()
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.lrem(self.recent_key, 0, name)
+            pipe.zrem(self.picks_key, name)
+            removed, _ = pipe.execute()
+        return bool(removed)
+
+    def names(self) -> list[str]:
+        """Return every recent contact, most recent first."""
+        return _decode(self.client.lrange(self.recent_key, 0, -1))
+
+    def complete(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        """Return recent contacts matching ``prefix``, most recent first, as written.
+
+        Matching is the address book's: folded (case and accents ignored), on any
+        word start. At most ``limit`` names (default: all).
+        """
+        query = validate_prefix(prefix)
+        count = self.max_size if limit is None else validate_limit(limit, self.max_size)
+        return _filter(self.names(), query, count)
+
+    def most_picked(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        """Return the names picked most often that match ``prefix``, most picked first."""
+        query = validate_prefix(prefix)
+        count = validate_limit(limit, app_settings.AUTOCOMPLETE_LIMIT)
+        return _filter(_decode(self.client.zrevrange(self.picks_key, 0, -1)), query, count)
+
+    def pick_count(self, contact: str) -> int:
+        """Return how many times ``contact`` was added (0 when unknown or dropped)."""
+        score = self.client.zscore(self.picks_key, validate_name(contact, "contact").encode())
+        return int(score or 0)
+
+
+def _filter(names: list[str], query: str, limit: int) -> list[str]:
+    return [name for name in names if matches(name, query)][:limit]
+
+
+class AddressBook:
+    """The members of one guild, completed by prefix.
+
+    ``method`` is ``"lex"`` or ``"book"`` (default ``REDISPARTS["AUTOCOMPLETE_METHOD"]``).
+    ``max_attempts`` bounds the book method's WATCH retries; ``clock`` (seconds)
+    stamps its sentinels so ``purge_sentinels`` can tell old residue.
+    Keys: ``rp:ac:{guild}:members`` (zset index) and ``rp:ac:{guild}:names`` (hash).
+    """
+
+    def __init__(
+        self,
+        guild: str,
+        *,
+        method: str | None = None,
+        client: Any = None,
+        max_attempts: int = 100,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.guild = keys.validate_key_part(guild, "guild")
+        self.method = app_settings.AUTOCOMPLETE_METHOD if method is None else method
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        self.client = _client(client)
+        self.max_attempts = max_attempts
+        self.clock = clock
+        self.index_key = keys.make_key(COMPONENT, self.guild, "members")
+        self.names_key = keys.make_key(COMPONENT, self.guild, "names")
+        # WATCH conflicts met by the book method on this object (for tests and benchmarks).
+        self.conflicts = 0
+
+    def join(self, name: str) -> bool:
+        """Add ``name`` to the guild; return False when it was already a member."""
+        member = validate_name(name, "member")
+        script = lua.script(self.client, "autocomplete_join")
+        return bool(script(keys=self._keys(), args=self._join_args(member)))
+
+    def join_many(self, names: Iterable[str], batch_size: int = 500) -> int:
+        """Add many names in pipelined batches; return how many were new.
+
+        Every name is validated before anything is written.
+        """
+        members = [validate_name(name, "member") for name in names]
+        added = 0
+        script = lua.script(self.client, "autocomplete_join")
+        for first in range(0, len(members), batch_size):
+            with self.client.pipeline(transaction=False) as pipe:
+                for member in members[first : first + batch_size]:
+                    script(keys=self._keys(), args=self._join_args(member), client=pipe)
+                added += sum(pipe.execute())
+        return added
+
+    def leave(self, name: str) -> bool:
+        """Remove ``name`` and its index entries; return False when it was not a member."""
+        member = validate_name(name, "member")
+        script = lua.script(self.client, "autocomplete_leave")
+        return bool(script(keys=self._keys(), args=[member.encode()]))
+
+    def __contains__(self, name: str) -> bool:
+        return bool(self.client.hexists(self.names_key, validate_name(name, "member").encode()))
+
+    def __len__(self) -> int:
+        return self.client.hlen(self.names_key)
+
+    def complete(
+        self,
+        prefix: str = "",
+        limit: int | None = None,
+        *,
+        on_sentinels: Callable[[], None] | None = None,
+        on_watched: Callable[[int], None] | None = None,
+    ) -> list[str]:
+        """Return up to ``limit`` member names completing ``prefix``, in order, as written.
+
+        ``limit`` defaults to ``REDISPARTS["AUTOCOMPLETE_LIMIT"]`` (10). The book
+        method raises CompletionConflict after ``max_attempts`` WATCH conflicts.
+        ``on_sentinels()`` and ``on_watched(attempt)`` are test hooks of the book
+        method, called once its sentinels are in place and after each attempt's
+        watched reads.
+        """
+        query = validate_prefix(prefix).encode()
+        count = validate_limit(limit, app_settings.AUTOCOMPLETE_LIMIT)
+        if self.method == "lex":
+            script = lua.script(self.client, "autocomplete_lex")
+            return _decode(script(keys=[self.index_key], args=[query, count, _page(count)]))
+        return self._complete_book(query, count, on_sentinels, on_watched)
+
+    def _complete_book(
+        self,
+        query: bytes,
+        limit: int,
+        on_sentinels: Callable[[], None] | None,
+        on_watched: Callable[[int], None] | None,
+    ) -> list[str]:
+        token = f"{int(self.clock() * 1000)}-{uuid.uuid4().hex}".encode()
+        # Just before "<query>\0<name>" and "<query><more>", and just after all of them.
+        start = query + SENTINEL_MARK + token
+        end = query + _AFTER_ANY_UTF8 + SENTINEL_MARK + token
+        sentinels = {start: 0, end: 0}
+        self.client.zadd(self.index_key, sentinels)
+        removed = False
+        try:
+            if on_sentinels is not None:
+                on_sentinels()
+            with self.client.pipeline(transaction=True) as pipe:
+                for attempt in range(1, self.max_attempts + 1):
+                    try:
+                        pipe.watch(self.index_key)
+                        low = pipe.zrank(self.index_key, start)
+                        high = pipe.zrank(self.index_key, end)
+                        if low is None or high is None:
+                            # A purge took them; put them back (which ends this WATCH's chance).
+                            pipe.unwatch()
+                            self.client.zadd(self.index_key, sentinels)
+                            continue
+                        names = self._read_between(pipe, low, high, limit)
+                        if on_watched is not None:
+                            on_watched(attempt)
+                        pipe.multi()
+                        pipe.zrem(self.index_key, start, end)
+                        pipe.execute()
+                        removed = True
+                        return names
+                    except WatchError:
+                        self.conflicts += 1
+                        # A short random pause lets the writer that won move on.
+                        time.sleep(random.uniform(0, min(0.05, 0.001 * attempt)))  # noqa: S311
+            raise CompletionConflict(self.guild, self.max_attempts)
+        finally:
+            if not removed:
+                self.client.zrem(self.index_key, start, end)
+
+    def _read_between(self, pipe: Any, low: int, high: int, limit: int) -> list[str]:
+        """Collect distinct names from the ranks strictly between the sentinels (watched)."""
+        names: list[str] = []
+        seen: set[bytes] = set()
+        page = _page(limit)
+        rank = low + 1
+        while rank < high:
+            last = min(rank + page, high) - 1
+            for member in pipe.zrange(self.index_key, rank, last):
+                if SENTINEL_MARK in member:
+                    continue  # another lookup's sentinel, or residue of a killed one
+                name = member.split(b"\x00", 1)[1]
+                if name not in seen:
+                    seen.add(name)
+                    names.append(name.decode("utf-8"))
+                    if len(names) == limit:
+                        return names
+            rank = last + 1
+        return names
+
+    def purge_sentinels(self, older_than: float = 60.0) -> int:
+        """Delete book-method sentinels stamped more than ``older_than`` seconds ago.
+
+        Only a client killed mid-lookup leaves them; lookups skip them anyway, so
+        this only reclaims memory. Return how many were deleted (SCAN-based).
+        """
+        cutoff_ms = (self.clock() - older_than) * 1000
+        stale = []
+        for member, _score in self.client.zscan_iter(self.index_key, match=b"*\x00\x00*"):
+            stamp = member.split(SENTINEL_MARK, 1)[1].split(b"-", 1)[0]
+            if not stamp.isdigit() or int(stamp) < cutoff_ms:
+                stale.append(member)
+        if not stale:
+            return 0
+        return self.client.zrem(self.index_key, *stale)
+
+    def _keys(self) -> list[str]:
+        return [self.index_key, self.names_key]
+
+    @staticmethod
+    def _join_args(member: str) -> list[bytes]:
+        return [member.encode(), *(start.encode() for start in word_starts(fold(member)))]
+
+
+def _page(limit: int) -> int:
+    # A little more than the limit: duplicates and sentinels rarely need a second page.
+    return limit + 16
+
+
+def suggest(
+    user: str,
+    guild: str,
+    prefix: str = "",
+    limit: int | None = None,
+    *,
+    method: str | None = None,
+    client: Any = None,
+) -> list[str]:
+    """Return up to ``limit`` names for ``user`` typing ``prefix`` to a ``guild`` member.
+
+    First the user's recent contacts (most recent first), then the guild's members
+    (in address-book order), then the names the user picks most often; each name
+    once. Three reads, not one snapshot. Keys: those of RecentContacts and AddressBook.
+    """
+    contacts = RecentContacts(user, client=client)
+    book = AddressBook(guild, method=method, client=client)
+    validate_prefix(prefix)
+    count = validate_limit(limit, app_settings.AUTOCOMPLETE_LIMIT)
+    found: dict[str, None] = {}
+    for source in (contacts.complete, book.complete, contacts.most_picked):
+        for name in source(prefix, count):
+            found.setdefault(name, None)
+            if len(found) == count:
+                return list(found)
+    return list(found)
