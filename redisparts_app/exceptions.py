@@ -154,15 +154,11 @@ class SemaphoreLost(RedisPartsError):
         )
 
 
-class InvalidContactName(RedisPartsError, ValueError):
-    """A contact, member name or typed prefix was refused before reaching Redis."""
+class InvalidContactName(InvalidKeyPart):
+    """A contact or member name, or a typed prefix, was refused before reaching Redis.
 
-    def __init__(self, kind: str, value: object, reason: str) -> None:
-        self.kind, self.value, self.reason = kind, value, reason
-        shown = repr(value)
-        if len(shown) > 60:
-            shown = shown[:57] + "..."
-        super().__init__(f"invalid {kind} {shown}: {reason}")
+    Names are stored as data, not key parts, but are refused with the same fields.
+    """
 
 
 class InvalidCompletionLimit(RedisPartsError, ValueError):

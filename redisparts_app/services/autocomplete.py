@@ -220,7 +220,10 @@ class RecentContacts:
         return _filter(self.names(), query, count)
 
     def most_picked(self, prefix: str = "", limit: int | None = None) -> list[str]:
-        """Return the names picked most often that match ``prefix``, most picked first."""
+        """Return the names picked most often that match ``prefix``, most picked first.
+
+        Equal counts come in reverse byte order (ZREVRANGE).
+        """
         query = validate_prefix(prefix)
         count = validate_limit(limit, app_settings.AUTOCOMPLETE_LIMIT)
         return _filter(_decode(self.client.zrevrange(self.picks_key, 0, -1)), query, count)

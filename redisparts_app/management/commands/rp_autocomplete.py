@@ -1,0 +1,121 @@
+import json
+from pathlib import Path
+
+import redis
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.services.autocomplete import (
+    METHODS,
+    AddressBook,
+    validate_limit,
+    validate_name,
+    validate_prefix,
+)
+
+BATCH = 500
+
+
+class Command(BaseCommand):
+    help = "Load a guild's member names from a file, complete a prefix, or purge stale sentinels."
+
+    def add_arguments(self, parser):
+        parser.add_argument("guild", help="guild whose address book to use")
+        parser.add_argument(
+            "--load", metavar="FILE", help="UTF-8 file with one member name per line to join"
+        )
+        parser.add_argument("--query", metavar="PREFIX", help="print the names completing PREFIX")
+        parser.add_argument(
+            "--limit", type=int, default=None, help="names printed by --query (default 10)"
+        )
+        parser.add_argument(
+            "--method", choices=METHODS, default=None, help="completion method (default: setting)"
+        )
+        parser.add_argument(
+            "--purge-sentinels",
+            type=float,
+            metavar="SECONDS",
+            default=None,
+            help="delete book-method sentinels older than SECONDS left by killed clients",
+        )
+        parser.add_argument("--json", action="store_true", dest="as_json", help="print JSON")
+
+    def handle(self, *args, guild, load, query, limit, method, purge_sentinels, as_json, **opts):
+        if load is None and query is None and purge_sentinels is None:
+            raise CommandError(
+                "nothing to do: give --load, --query or --purge-sentinels", returncode=2
+            )
+        try:
+            book = AddressBook(guild, method=method)
+            names = self._read_names(Path(load)) if load is not None else []
+            if query is not None:
+                # Validate before loading anything, so bad arguments write nothing.
+                validate_prefix(query)
+                validate_limit(limit, 1)
+            book.client.ping()
+        except (ValueError, TypeError) as exc:
+            raise CommandError(str(exc), returncode=2) from exc
+        except redis.ConnectionError as exc:
+            raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
+        except RedisPartsError as exc:  # e.g. a misconfigured connection
+            raise CommandError(str(exc), returncode=3) from exc
+        try:
+            if names:
+                self._load(book, names, opts["verbosity"])
+            if purge_sentinels is not None:
+                purged = book.purge_sentinels(older_than=purge_sentinels)
+                self.stdout.write(f"Purged {purged} sentinel(s).")
+            if query is not None:
+                found = book.complete(query, limit)
+                if as_json:
+                    self.stdout.write(json.dumps(found, ensure_ascii=False))
+                else:
+                    for name in found:
+                        self.stdout.write(name)
+        except redis.RedisError as exc:
+            raise CommandError(f"Redis error: {exc}", returncode=3) from exc
+        except RedisPartsError as exc:
+            raise CommandError(str(exc)) from exc
+
+    def _read_names(self, path: Path) -> list[str]:
+        """Return the validated names of ``path``; blank lines are skipped."""
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise CommandError(f"cannot read {path}: {exc.strerror}", returncode=2) from exc
+        except UnicodeDecodeError as exc:
+            raise CommandError(f"{path} is not UTF-8: {exc}", returncode=2) from exc
+        names, problems = [], []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                names.append(validate_name(line.strip(" "), "member"))
+            except ValueError as exc:
+                problems.append(f"line {number}: {exc}")
+        if problems:
+            shown = "\n".join(problems[:10])
+            more = f"\n... and {len(problems) - 10} more" if len(problems) > 10 else ""
+            raise CommandError(f"{path}: nothing loaded\n{shown}{more}", returncode=2)
+        return names
+
+    def _load(self, book: AddressBook, names: list[str], verbosity: int) -> None:
+        added = 0
+        done = 0
+        bar = tqdm(total=len(names), unit="name", disable=verbosity < 1, file=self.stderr)
+        try:
+            for first in range(0, len(names), BATCH):
+                batch = names[first : first + BATCH]
+                added += book.join_many(batch)
+                done += len(batch)
+                bar.update(len(batch))
+        except KeyboardInterrupt:
+            bar.close()
+            raise CommandError(
+                f"interrupted: {done} of {len(names)} names loaded", returncode=130
+            ) from None
+        bar.close()
+        self.stdout.write(
+            self.style.SUCCESS(f"Loaded {len(names)} names into {book.guild!r} ({added} new).")
+        )
