@@ -1,3 +1,5 @@
+import io
+import json
 import math
 import os
 import signal
@@ -5,6 +7,10 @@ import time
 
 import pytest
 import redis
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from redisparts_app import keys
 from redisparts_app.exceptions import (
@@ -250,6 +256,60 @@ def test_basic_trusts_client_clocks_but_fair_ignores_them():
     assert FairSemaphore("fair clocks", 1, timeout=10, clock=ahead).acquire() is None
 
 
+# --- against a model ---------------------------------------------------------------------
+
+OPERATIONS = st.lists(
+    st.one_of(
+        st.tuples(st.just("acquire"), st.integers(0, 3)),
+        st.tuples(st.just("release"), st.integers(0, 20)),
+        st.tuples(st.just("refresh"), st.integers(0, 20)),
+        st.tuples(st.just("advance"), st.sampled_from([1, 999, 1000, 4000, 9999, 10_000])),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(operations=OPERATIONS)
+def test_basic_semaphore_behaves_like_its_model(operations):
+    """Acquire, refresh, release and expiry match a dict of id -> deadline, step by step."""
+    from redisparts_app.connection import get_redis
+
+    get_redis().flushdb()
+    now_ms = [1_000_000]
+    sem = Semaphore("model", 3, timeout=10, clock=lambda: now_ms[0] / 1000)
+    live: dict[str, int] = {}  # holder id -> deadline (ms) in the model
+    seen: list[str] = []
+    for op, arg in operations:
+        if op == "advance":
+            now_ms[0] += arg
+            continue
+        if op == "acquire":
+            live = {h: d for h, d in live.items() if d > now_ms[0]}
+            got = sem.acquire(reason=f"r{arg}")
+            if len(live) < 3:
+                assert got is not None
+                live[got] = now_ms[0] + 10_000
+                seen.append(got)
+            else:
+                assert got is None
+        elif seen:
+            holder_id = seen[arg % len(seen)]
+            alive = live.get(holder_id, 0) > now_ms[0]
+            if op == "release":
+                assert sem.release(holder_id) is alive
+                live.pop(holder_id, None)
+            else:
+                assert sem.refresh(holder_id) is alive
+                if alive:
+                    live[holder_id] = now_ms[0] + 10_000
+                else:
+                    live.pop(holder_id, None)
+        listed = {h.id: round(h.expires_in, 3) for h in sem.holders()}
+        assert listed == {h: (d - now_ms[0]) / 1000 for h, d in live.items() if d > now_ms[0]}
+        assert len(listed) <= 3
+
+
 # --- bad input ---------------------------------------------------------------------------
 
 
@@ -380,3 +440,40 @@ def test_a_killed_holder_permit_expires_after_the_timeout(redis_client):
     newcomer = sem.acquire(wait=20)
     assert newcomer is not None
     assert [h.id for h in sem.holders()] == [newcomer]
+
+
+# --- management command ------------------------------------------------------------------
+
+
+def test_rp_semaphores_lists_holders_as_text_and_json():
+    first = FairSemaphore("market alice", 2).acquire(reason="buy 42")
+    Semaphore("market bob", 2).acquire()
+    out = io.StringIO()
+    call_command("rp_semaphores", stdout=out)
+    text = out.getvalue()
+    assert "market alice: 1 holder(s)" in text
+    assert "market bob: 1 holder(s)" in text
+    assert first in text
+    assert "buy 42" in text
+
+    out = io.StringIO()
+    call_command("rp_semaphores", "market alice", "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert list(data) == ["market alice"]
+    assert data["market alice"][0]["id"] == first
+    assert data["market alice"][0]["reason"] == "buy 42"
+    assert data["market alice"][0]["ticket"] == 1
+
+
+def test_rp_semaphores_refuses_a_bad_name_with_exit_status_2():
+    with pytest.raises(CommandError, match="invalid semaphore name") as error:
+        call_command("rp_semaphores", "a:b")
+    assert error.value.returncode == 2
+
+
+def test_rp_semaphores_reports_an_unreachable_redis_with_exit_status_3():
+    url = "redis://127.0.0.1:1/0"
+    caches = {"default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": url}}
+    with override_settings(CACHES=caches), pytest.raises(CommandError, match="cannot reach") as e:
+        call_command("rp_semaphores")
+    assert e.value.returncode == 3

@@ -221,7 +221,7 @@ class FairSemaphore(Semaphore):
     _fair = True
 
     def ticket(self, holder_id: str) -> int | None:
-        """Return the permit's ticket (its acquisition number), None if it is not held."""
+        """Return the permit's ticket (its acquisition number), None once released or swept."""
         holder_id = _check_holder_id(holder_id)
         score = self._client.zscore(self._keys["owners"], holder_id)
         return None if score is None else int(score)
