@@ -52,6 +52,16 @@ DEFAULTS: dict[str, Any] = {
     "AUTOCOMPLETE_METHOD": "lex",
     # Longest contact or member name, in characters.
     "AUTOCOMPLETE_NAME_MAX_LENGTH": 200,
+    # Seconds a session token's viewed-items list lives after its last view.
+    "SESSION_TTL": 7 * 24 * 3600,
+    # Largest stored JSON configuration of one component, in bytes (UTF-8).
+    "CONFIG_MAX_BYTES": 64 * 1024,
+    # Retry-After seconds of the maintenance page when set_maintenance() was given none.
+    "MAINTENANCE_RETRY_AFTER": 300,
+    # Path prefixes the maintenance middleware lets through (so staff can still log in).
+    "MAINTENANCE_EXEMPT_PATHS": ["/admin/"],
+    # Minutes a user stays online after their last activity (current minute included).
+    "PRESENCE_WINDOW_MINUTES": 10,
 }
 
 

@@ -1,0 +1,96 @@
+import itertools
+
+import pytest
+
+from redisparts_app.exceptions import InvalidKeyPart
+from redisparts_app.keys import scan_keys
+from redisparts_app.services import sessions
+from redisparts_app.services.sessions import update_token, update_token_pipelined
+
+
+def dump(client) -> dict:
+    """Every key with its type, value and whether it expires."""
+    result = {}
+    for key in scan_keys(client, "*"):
+        kind = client.type(key).decode()
+        if kind == "hash":
+            value = client.hgetall(key)
+        elif kind == "zset":
+            value = client.zrange(key, 0, -1, withscores=True)
+        elif kind == "string":
+            value = client.get(key)
+        else:
+            raise AssertionError(f"unexpected {kind} key {key!r}")
+        result[key] = (kind, value, client.ttl(key) > 0)
+    return result
+
+
+def workload(update) -> None:
+    """Three tokens viewing 40 items with repeats, on a clock that ticks one second a call."""
+    ticks = itertools.count(1_700_000_000)
+    clock = lambda: float(next(ticks))  # noqa: E731
+    for n in range(120):
+        token = f"token-{n % 3}"
+        item = None if n % 7 == 0 else f"item-{(n * 13) % 40}"
+        update(token, f"user-{n % 3}", item, clock=clock)
+
+
+@pytest.mark.parametrize("update", [update_token, update_token_pipelined])
+def test_each_variant_records_login_recent_viewed_and_counts(redis_client, update):
+    update("t1", "alice", "book", clock=lambda: 100.0)
+    update("t1", "alice", "lamp", clock=lambda: 101.0)
+    update("t2", "bob", clock=lambda: 102.0)
+    assert redis_client.hgetall(sessions.login_key()) == {b"t1": b"alice", b"t2": b"bob"}
+    assert redis_client.zrange(sessions.recent_key(), 0, -1, withscores=True) == [
+        (b"t1", 101.0),
+        (b"t2", 102.0),
+    ]
+    assert redis_client.zrange(sessions.viewed_key("t1"), 0, -1) == [b"book", b"lamp"]
+    assert redis_client.exists(sessions.viewed_key("t2")) == 0
+    assert redis_client.zscore(sessions.views_key(), "book") == 1.0
+    assert 0 < redis_client.ttl(sessions.viewed_key("t1")) <= 7 * 24 * 3600
+
+
+@pytest.mark.parametrize("update", [update_token, update_token_pipelined])
+def test_viewed_items_keep_the_25_most_recent(redis_client, update):
+    for n in range(30):
+        update("t1", "alice", f"item-{n}", clock=lambda n=n: 1000.0 + n)
+    viewed = redis_client.zrange(sessions.viewed_key("t1"), 0, -1)
+    assert viewed == [f"item-{n}".encode() for n in range(5, 30)]
+
+
+def test_both_variants_leave_identical_data(redis_client):
+    workload(update_token)
+    plain = dump(redis_client)
+    redis_client.flushdb()
+    workload(update_token_pipelined)
+    pipelined = dump(redis_client)
+    assert len(plain) == 6  # login, recent, views and three viewed lists
+    assert plain == pipelined
+
+
+def test_both_variants_send_the_same_six_commands(redis_client):
+    """Count the commands the server received (INFO commandstats deltas)."""
+
+    def calls() -> int:
+        stats = redis_client.info("commandstats")
+        names = ("hset", "zadd", "zremrangebyrank", "expire", "zincrby")
+        return sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in names)
+
+    before = calls()
+    update_token("t", "u", "i")
+    plain = calls() - before
+    before = calls()
+    update_token_pipelined("t", "u", "i")
+    assert calls() - before == plain == 6
+
+
+@pytest.mark.parametrize("update", [update_token, update_token_pipelined])
+@pytest.mark.parametrize(
+    ("token", "user", "item"),
+    [("", "u", None), ("a:b", "u", None), ("t", "", None), ("t", "u", "x{y}"), ("t", "u", "")],
+)
+def test_bad_input_raises_before_anything_is_written(redis_client, update, token, user, item):
+    with pytest.raises(InvalidKeyPart):
+        update(token, user, item)
+    assert redis_client.dbsize() == 0
