@@ -1,0 +1,308 @@
+"""Configuration and service discovery through Redis, with a per-process cache.
+
+- Maintenance flag: ``set_maintenance()`` / ``clear_maintenance()``;
+  ``is_under_maintenance()`` and ``maintenance_status()`` read Redis at most
+  once per ``MAINTENANCE_CHECK_INTERVAL`` (1 s) per process and answer from
+  memory in between. ``redisparts_app.maintenance.MaintenanceMiddleware`` shows
+  the maintenance page while it is set.
+- JSON configuration per component type and name: ``set_config(type, name,
+  dict)``; ``get_config(type, name, wait=1.0)`` reads Redis at most once per
+  ``wait`` seconds per process and key. Values must be JSON-serialisable dicts
+  of at most ``REDISPARTS["CONFIG_MAX_BYTES"]`` bytes.
+- Connections per component: the configuration of type ``"redis"`` and the
+  component's name holds redis-py keyword arguments or ``{"url": ...}`` plus
+  options; ``component_client(name)`` and the ``@redis_connection(name)``
+  decorator hand out a client built from it, cached per component and rebuilt
+  when the configuration changes. With no configuration stored, the default
+  connection (``get_redis()``) is used.
+
+Keys (single-key commands only, so any slot will do):
+
+- ``rp:maintenance:{site}:flag`` string: JSON ``{"since", "retry_after", "message"}``
+  (since: Unix seconds; retry_after: seconds); absent when not under maintenance.
+- ``rp:config:{<type>}:<name>`` string: the JSON configuration.
+
+Limits: a change made elsewhere reaches a process within the interval (1 s for
+the flag, ``wait`` for configurations); a call in the same process that sets or
+clears a value sees it at once. The caches live in module globals, shared by
+the threads of a process and copied into forked children. Intervals are
+measured on ``clock`` (``time.monotonic`` unless a test injects another); a
+clock going backwards forces a read.
+"""
+
+import copy
+import functools
+import inspect
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from redis import Redis
+
+from ..conf import app_settings
+from ..connection import get_redis
+from ..exceptions import ComponentConnectionError, InvalidConfig
+from ..keys import make_key, validate_key_part
+
+# Seconds between two reads of the maintenance flag in one process.
+MAINTENANCE_CHECK_INTERVAL = 1.0
+MAX_MESSAGE_LENGTH = 2000
+# redis-py client arguments a stored "redis" configuration may set.
+CLIENT_ARGUMENTS = frozenset(inspect.signature(Redis.__init__).parameters) - {"self"}
+URL_SCHEMES = ("redis", "rediss", "unix")
+
+Clock = Callable[[], float]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    """A maintenance period: started at ``since`` (Unix seconds); clients retry after seconds."""
+
+    since: float
+    retry_after: int
+    message: str = ""
+
+
+@dataclass
+class _Entry:
+    checked: float
+    value: Any
+
+
+_lock = threading.Lock()
+_cache: dict[str, _Entry] = {}
+_clients: dict[str, tuple[str, Redis]] = {}
+
+
+def clear_local_cache() -> None:
+    """Forget every cached flag, configuration and component client of this process."""
+    with _lock:
+        _cache.clear()
+        _clients.clear()
+
+
+def maintenance_key() -> str:
+    return make_key("maintenance", "site", "flag")
+
+
+def config_key(kind: str, name: str) -> str:
+    kind = validate_key_part(kind, "configuration type")
+    name = validate_key_part(name, "configuration name")
+    return make_key("config", kind, name)
+
+
+def _cached(key: str, interval: float, clock: Clock, read: Callable[[], Any]) -> Any:
+    """Return the cached value of ``key``, calling ``read`` when ``interval`` has passed."""
+    now = clock()
+    with _lock:
+        entry = _cache.get(key)
+        if entry is not None and 0 <= now - entry.checked < interval:
+            return entry.value
+    value = read()
+    with _lock:
+        _cache[key] = _Entry(now, value)
+    return value
+
+
+def _forget(key: str) -> None:
+    with _lock:
+        _cache.pop(key, None)
+
+
+# -- maintenance flag ------------------------------------------------------------------------
+
+
+def maintenance_status(*, client=None, clock: Clock = time.monotonic) -> Maintenance | None:
+    """Return the current Maintenance, or None; Redis is read at most once a second."""
+    client = client if client is not None else get_redis()
+
+    def read() -> Maintenance | None:
+        raw = client.get(maintenance_key())
+        if raw is None:
+            return None
+        try:
+            return Maintenance(**json.loads(raw))
+        except (ValueError, TypeError):
+            # A flag set by hand (SET ... 1) still means maintenance.
+            return Maintenance(since=0.0, retry_after=app_settings.MAINTENANCE_RETRY_AFTER)
+
+    return _cached(maintenance_key(), MAINTENANCE_CHECK_INTERVAL, clock, read)
+
+
+def is_under_maintenance(*, client=None, clock: Clock = time.monotonic) -> bool:
+    """Return True while the maintenance flag is set (read at most once a second)."""
+    return maintenance_status(client=client, clock=clock) is not None
+
+
+def set_maintenance(
+    *,
+    retry_after: int | None = None,
+    message: str = "",
+    client=None,
+    clock: Clock = time.time,
+) -> Maintenance:
+    """Set the flag; ``retry_after`` seconds (default MAINTENANCE_RETRY_AFTER) go to clients."""
+    if retry_after is None:
+        retry_after = app_settings.MAINTENANCE_RETRY_AFTER
+    if isinstance(retry_after, bool) or not isinstance(retry_after, int) or retry_after < 1:
+        raise InvalidConfig(
+            f"retry_after must be a positive whole number of seconds, got {retry_after!r}"
+        )
+    if not isinstance(message, str) or len(message) > MAX_MESSAGE_LENGTH:
+        raise InvalidConfig(f"message must be a string of at most {MAX_MESSAGE_LENGTH} characters")
+    status = Maintenance(since=clock(), retry_after=retry_after, message=message)
+    client = client if client is not None else get_redis()
+    client.set(maintenance_key(), json.dumps(status.__dict__))
+    _forget(maintenance_key())
+    return status
+
+
+def clear_maintenance(*, client=None) -> bool:
+    """Clear the flag; return whether it was set."""
+    client = client if client is not None else get_redis()
+    removed = client.delete(maintenance_key())
+    _forget(maintenance_key())
+    return bool(removed)
+
+
+# -- JSON configuration ----------------------------------------------------------------------
+
+
+def encode_config(config: Any) -> str:
+    """Return ``config`` as compact JSON; raise InvalidConfig if it is not a storable dict."""
+    if not isinstance(config, dict):
+        raise InvalidConfig(f"configuration must be a dict, got {type(config).__name__}")
+    if not all(isinstance(key, str) for key in config):
+        raise InvalidConfig("configuration keys must be strings")
+    try:
+        text = json.dumps(config, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidConfig(f"configuration is not JSON-serialisable: {exc}") from None
+    limit = app_settings.CONFIG_MAX_BYTES
+    size = len(text.encode())
+    if size > limit:
+        raise InvalidConfig(f"configuration is {size} bytes of JSON; the limit is {limit}")
+    return text
+
+
+def set_config(kind: str, name: str, config: dict[str, Any], *, client=None) -> None:
+    """Store the configuration of component ``name`` of type ``kind`` (e.g. "redis", "logs").
+
+    Raise InvalidConfig (a ValueError) before writing anything for a value that
+    is not a JSON-serialisable dict with string keys or is over the size limit.
+    """
+    key = config_key(kind, name)
+    text = encode_config(config)
+    if kind == "redis":
+        _client_arguments(config)
+    client = client if client is not None else get_redis()
+    client.set(key, text)
+    _forget(key)
+
+
+def delete_config(kind: str, name: str, *, client=None) -> bool:
+    """Remove a stored configuration; return whether there was one."""
+    key = config_key(kind, name)
+    client = client if client is not None else get_redis()
+    removed = client.delete(key)
+    _forget(key)
+    return bool(removed)
+
+
+def get_config(
+    kind: str, name: str, wait: float = 1.0, *, client=None, clock: Clock = time.monotonic
+) -> dict[str, Any]:
+    """Return the configuration of ``kind``/``name`` ({} when none is stored).
+
+    Redis is read at most once per ``wait`` seconds per process; in between the
+    answer is a copy of the cached value, so callers may change what they get.
+    """
+    if wait < 0:
+        raise ValueError(f"wait must not be negative, got {wait}")
+    key = config_key(kind, name)
+    client = client if client is not None else get_redis()
+
+    def read() -> dict[str, Any]:
+        raw = client.get(key)
+        if raw is None:
+            return {}
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            raise InvalidConfig(f"stored configuration {key} is not valid JSON") from None
+        if not isinstance(value, dict):
+            raise InvalidConfig(f"stored configuration {key} is not a JSON object")
+        return value
+
+    return copy.deepcopy(_cached(key, wait, clock, read))
+
+
+# -- connections per component ---------------------------------------------------------------
+
+
+def _client_arguments(config: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """Split a "redis" configuration into (URL or None, client keyword arguments)."""
+    options = dict(config)
+    url = options.pop("url", None)
+    if url is not None and (not isinstance(url, str) or urlsplit(url).scheme not in URL_SCHEMES):
+        raise InvalidConfig(f"url must start with redis://, rediss:// or unix://, got {url!r}")
+    unknown = sorted(set(options) - CLIENT_ARGUMENTS)
+    if unknown:
+        raise InvalidConfig(f"unknown redis-py client arguments: {', '.join(unknown)}")
+    return url, options
+
+
+def component_client(
+    component: str, wait: float = 1.0, *, client=None, clock: Clock = time.monotonic
+) -> Redis:
+    """Return the client for ``component`` as configured under type "redis".
+
+    The configuration is read through get_config (at most once per ``wait``
+    seconds) from ``client`` or the default connection; the client built from
+    it is reused until the configuration changes. With nothing stored, return
+    the default connection. Raise ComponentConnectionError for a stored
+    configuration redis-py refuses.
+    """
+    config = get_config("redis", component, wait, client=client, clock=clock)
+    if not config:
+        return client if client is not None else get_redis()
+    key = config_key("redis", component)
+    fingerprint = json.dumps(config, sort_keys=True)
+    with _lock:
+        cached = _clients.get(key)
+    if cached is not None and cached[0] == fingerprint:
+        return cached[1]
+    try:
+        url, options = _client_arguments(config)
+        built = Redis.from_url(url, **options) if url else Redis(**options)
+    except (InvalidConfig, TypeError, ValueError) as exc:
+        raise ComponentConnectionError(
+            f"Redis configuration of component {component!r} is unusable: {exc}"
+        ) from exc
+    with _lock:
+        # The previous client is dropped, not closed: another thread may be using it.
+        _clients[key] = (fingerprint, built)
+    return built
+
+
+def redis_connection(component: str, wait: float = 1.0) -> Callable[[F], F]:
+    """Decorate a function so it receives the component's client as its first argument.
+
+    ``@redis_connection("logs")`` on ``def log_recent(conn, name, message)`` lets
+    callers write ``log_recent("main", "started")``.
+    """
+    validate_key_part(component, "component")
+
+    def decorator(function: F) -> F:
+        @functools.wraps(function)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return function(component_client(component, wait), *args, **kwargs)
+
+        return call  # type: ignore[return-value]
+
+    return decorator

@@ -1,0 +1,276 @@
+import json
+import math
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import override_settings
+
+from redisparts_app.connection import get_redis
+from redisparts_app.exceptions import ComponentConnectionError, InvalidConfig, InvalidKeyPart
+from redisparts_app.services import config
+from redisparts_app.services.config import (
+    clear_maintenance,
+    component_client,
+    get_config,
+    is_under_maintenance,
+    maintenance_status,
+    redis_connection,
+    set_config,
+    set_maintenance,
+)
+from tests.processes import run_in_processes
+
+
+class Clock:
+    """A settable clock for the caches (seconds)."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    config.clear_local_cache()
+    yield
+    config.clear_local_cache()
+
+
+def gets(client) -> int:
+    """GET commands the server has executed so far (INFO commandstats)."""
+    return client.info("commandstats").get("cmdstat_get", {}).get("calls", 0)
+
+
+def test_config_round_trip_and_missing_config_is_empty(redis_client):
+    assert get_config("logs", "main") == {}
+    set_config("logs", "main", {"level": "info", "targets": ["a", "b"], "ünï": 1})
+    assert get_config("logs", "main") == {"level": "info", "targets": ["a", "b"], "ünï": 1}
+    stored = redis_client.get(config.config_key("logs", "main"))
+    assert json.loads(stored)["level"] == "info"
+
+
+def test_get_config_reads_redis_once_per_interval_in_a_tight_loop(redis_client):
+    set_config("logs", "main", {"level": "info"})
+    clock = Clock(0.0)
+    before = gets(redis_client)
+    for tick in range(1500):  # 15 simulated seconds, 100 reads a second
+        clock.now = tick / 100
+        assert get_config("logs", "main", wait=1.0, clock=clock) == {"level": "info"}
+    assert gets(redis_client) - before == 15
+
+
+def test_changes_elsewhere_show_after_the_interval_not_before(redis_client):
+    clock = Clock()
+    set_config("svc", "search", {"shards": 1})
+    assert get_config("svc", "search", wait=5, clock=clock) == {"shards": 1}
+    redis_client.set(config.config_key("svc", "search"), json.dumps({"shards": 2}))  # elsewhere
+    clock.now += 4.9
+    assert get_config("svc", "search", wait=5, clock=clock) == {"shards": 1}
+    clock.now += 0.1
+    assert get_config("svc", "search", wait=5, clock=clock) == {"shards": 2}
+
+
+def test_setting_in_this_process_is_seen_at_once():
+    clock = Clock()
+    assert get_config("svc", "a", clock=clock) == {}
+    set_config("svc", "a", {"x": 1})
+    assert get_config("svc", "a", clock=clock) == {"x": 1}
+
+
+def test_callers_cannot_change_the_cached_value():
+    set_config("svc", "a", {"items": [1]})
+    get_config("svc", "a")["items"].append(2)
+    assert get_config("svc", "a") == {"items": [1]}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ([1, 2], "must be a dict"),
+        ({1: "x"}, "keys must be strings"),
+        ({"when": object()}, "not JSON-serialisable"),
+        ({"ratio": math.nan}, "not JSON-serialisable"),
+        ({"blob": "x" * 70_000}, "the limit is 65536"),
+    ],
+)
+def test_bad_config_is_refused_before_writing(redis_client, value, message):
+    with pytest.raises(InvalidConfig, match=message):
+        set_config("svc", "a", value)
+    assert redis_client.dbsize() == 0
+
+
+def test_size_limit_follows_the_setting(redis_client):
+    limited = {**settings.REDISPARTS, "CONFIG_MAX_BYTES": 20}
+    with (
+        override_settings(REDISPARTS=limited),
+        pytest.raises(InvalidConfig, match="the limit is 20"),
+    ):
+        set_config("svc", "a", {"name": "x" * 20})
+    assert redis_client.dbsize() == 0
+
+
+@pytest.mark.parametrize(("kind", "name"), [("", "a"), ("svc", "a:b"), ("sv{c}", "a")])
+def test_bad_type_or_name_is_refused(kind, name):
+    with pytest.raises(InvalidKeyPart):
+        set_config(kind, name, {})
+    with pytest.raises(InvalidKeyPart):
+        get_config(kind, name)
+
+
+def test_corrupt_stored_config_is_a_clear_error(redis_client):
+    redis_client.set(config.config_key("svc", "a"), b"{not json")
+    with pytest.raises(InvalidConfig, match="not valid JSON"):
+        get_config("svc", "a")
+
+
+def _reads_with_own_clock(intervals: int) -> int:
+    clock = Clock(0.0)
+    for tick in range(intervals * 200):
+        clock.now = tick / 200
+        get_config("logs", "main", clock=clock)
+        is_under_maintenance(clock=clock)
+    return intervals
+
+
+@pytest.mark.slow
+def test_each_process_reads_once_per_interval(redis_client):
+    set_config("logs", "main", {"level": "debug"})
+    config.clear_local_cache()
+    before = gets(redis_client)
+    counts = run_in_processes(_reads_with_own_clock, [(3,)] * 4)
+    # Two keys (configuration and flag), three intervals, four processes.
+    assert gets(redis_client) - before == 2 * sum(counts) == 24
+
+
+# -- maintenance flag ------------------------------------------------------------------------
+
+
+def test_maintenance_flag_is_cached_for_one_second(redis_client):
+    clock = Clock()
+    before = gets(redis_client)
+    assert not is_under_maintenance(clock=clock)
+    redis_client.set(config.maintenance_key(), json.dumps({"since": 1, "retry_after": 60}))
+    for _ in range(1000):
+        clock.now += 0.0009  # 0.9 s in all
+        assert not is_under_maintenance(clock=clock)
+    assert gets(redis_client) - before == 1
+    clock.now += 0.1
+    assert is_under_maintenance(clock=clock)
+    assert gets(redis_client) - before == 2
+
+
+def test_set_and_clear_maintenance(redis_client):
+    status = set_maintenance(retry_after=120, message="Upgrading", clock=lambda: 42.0)
+    assert status == config.Maintenance(since=42.0, retry_after=120, message="Upgrading")
+    assert is_under_maintenance()
+    assert maintenance_status() == status
+    assert clear_maintenance() is True
+    assert not is_under_maintenance()
+    assert clear_maintenance() is False
+
+
+def test_flag_set_by_hand_still_counts(redis_client):
+    redis_client.set(config.maintenance_key(), "1")
+    assert maintenance_status().retry_after == 300
+
+
+@pytest.mark.parametrize("retry_after", [0, -5, 1.5, "60", True])
+def test_bad_retry_after_is_refused(redis_client, retry_after):
+    with pytest.raises(InvalidConfig, match="retry_after"):
+        set_maintenance(retry_after=retry_after)
+    assert redis_client.dbsize() == 0
+
+
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "redisparts_app.maintenance.MaintenanceMiddleware",
+]
+
+
+@pytest.mark.django_db
+@override_settings(MIDDLEWARE=MIDDLEWARE)
+def test_maintenance_page_for_users_normal_page_for_staff(client):
+    assert client.get("/").status_code == 200
+    set_maintenance(retry_after=90, message="Moving to bigger servers")
+    response = client.get("/")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "90"
+    assert b"Moving to bigger servers" in response.content
+    user = User.objects.create_user("shopper", password="pw")
+    client.force_login(user)
+    assert client.get("/").status_code == 503
+    staff = User.objects.create_user("operator", password="pw", is_staff=True)
+    client.force_login(staff)
+    assert client.get("/").status_code == 200
+    client.logout()
+    assert client.get("/admin/login/").status_code == 200  # staff can still log in
+    clear_maintenance()
+    assert client.get("/").status_code == 200
+
+
+@pytest.mark.django_db
+@override_settings(MIDDLEWARE=MIDDLEWARE)
+def test_maintenance_page_escapes_the_message(client):
+    set_maintenance(message="<script>alert(1)</script>")
+    response = client.get("/")
+    assert response.status_code == 503
+    assert b"<script>alert" not in response.content
+    assert b"&lt;script&gt;" in response.content
+
+
+# -- connections per component ---------------------------------------------------------------
+
+
+def test_component_without_config_uses_the_default_connection():
+    assert component_client("logs") is get_redis()
+
+
+def test_component_client_follows_its_config(redis_client, redis_server_factory):
+    other = redis_server_factory()
+    clock = Clock()
+    set_config("redis", "logs", {"url": other.url, "socket_timeout": 5})
+    first = component_client("logs", clock=clock)
+    first.set("where", "other")
+    assert other.client().get("where") == b"other"
+    assert redis_client.get("where") is None
+    assert component_client("logs", clock=clock) is first  # cached while unchanged
+    moved = redis_server_factory()
+    redis_client.set(
+        config.config_key("redis", "logs"), json.dumps({"url": moved.url})
+    )  # elsewhere
+    clock.now += 0.5
+    assert component_client("logs", clock=clock) is first  # not re-read within the interval
+    clock.now += 0.5
+    second = component_client("logs", clock=clock)
+    assert second is not first
+    second.set("where", "moved")
+    assert moved.client().get("where") == b"moved"
+
+
+def test_redis_connection_decorator_passes_the_component_client(redis_server_factory):
+    other = redis_server_factory()
+    set_config("redis", "stats", {"url": other.url})
+
+    @redis_connection("stats")
+    def record(conn, name: str) -> int:
+        return conn.incr(name)
+
+    assert record("hits") == 1
+    assert record("hits") == 2
+    assert other.client().get("hits") == b"2"
+    assert record.__name__ == "record"
+
+
+def test_unusable_redis_config_is_refused_or_reported(redis_client):
+    with pytest.raises(InvalidConfig, match="unknown redis-py client arguments: colour"):
+        set_config("redis", "logs", {"colour": "blue"})
+    with pytest.raises(InvalidConfig, match="url must start with"):
+        set_config("redis", "logs", {"url": "http://example.com"})
+    redis_client.set(config.config_key("redis", "logs"), json.dumps({"bogus": 1}))
+    config.clear_local_cache()
+    with pytest.raises(ComponentConnectionError, match="bogus"):
+        component_client("logs")
