@@ -174,3 +174,7 @@ class CompletionConflict(RedisPartsError):
             f"guild {guild!r}: the index changed during each of {attempts} lookups; "
             "use the 'lex' method or retry later"
         )
+
+
+class InvalidFriend(RedisPartsError, ValueError):
+    """A friendship was refused (a user cannot befriend themselves)."""

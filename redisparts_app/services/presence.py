@@ -1,0 +1,197 @@
+"""Who is online: users active in the last few minutes, and which of a user's friends are.
+
+A user is online from any activity until the end of the window: the current
+minute and the ``PRESENCE_WINDOW_MINUTES - 1`` (default 9) whole minutes before
+it, so "the last 10 minutes" counted in whole minutes. Two ways to answer,
+which give the same set:
+
+- per-minute sets: each activity adds the user to the set of its minute;
+  online = SUNION of the window's sets (``method="minutes"``);
+- a last-seen sorted set: user → time of the last activity; online = members
+  scored at or after the window start (``method="seen"``).
+
+Keys, all under the one hash tag ``{presence}`` so that the friends
+intersection and logout run as single scripts on a Redis Cluster too (the cost:
+presence lives on one Cluster node):
+
+- ``rp:presence:{presence}:minute:<n>`` set of users active in minute n (Unix
+  seconds // 60); expires once it has left every window.
+- ``rp:presence:{presence}:seen`` sorted set: user → last activity (Unix seconds);
+  entries older than the window are trimmed on each activity.
+- ``rp:presence:{presence}:devices:<user>`` sorted set: device or session id →
+  last activity; expires a window after the user's last activity.
+- ``rp:presence:{presence}:friends:<user>`` set of friends (friendship is mutual).
+- ``rp:presence:{presence}:tmp:<random>`` exists only inside one script call.
+
+Devices: several devices or tabs of one user are one presence, since the
+structures above hold users. ``logout(user, device)`` forgets that device; if
+no other device of the user was active in the window, the user is removed from
+the window's minute sets and the last-seen set at once, so they show offline
+immediately; otherwise they stay online through the other device.
+
+Times are Unix seconds from ``clock`` (``time.time`` unless injected); hosts
+recording activity should keep their clocks in sync to the second.
+"""
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Literal
+
+from .. import lua
+from ..conf import app_settings
+from ..connection import get_redis
+from ..exceptions import InvalidFriend
+from ..keys import make_key, validate_key_part
+
+COMPONENT = "presence"
+TAG = "presence"
+DEFAULT_DEVICE = "default"
+
+Clock = Callable[[], float]
+Method = Literal["minutes", "seen"]
+
+
+def minute_key(minute: int) -> str:
+    return make_key(COMPONENT, TAG, "minute", str(minute))
+
+
+def seen_key() -> str:
+    return make_key(COMPONENT, TAG, "seen")
+
+
+def devices_key(user: str) -> str:
+    return make_key(COMPONENT, TAG, "devices", user)
+
+
+def friends_key(user: str) -> str:
+    return make_key(COMPONENT, TAG, "friends", user)
+
+
+def _window(now: float) -> tuple[list[str], float]:
+    """Return the window's minute keys and its start (Unix seconds)."""
+    minutes = app_settings.PRESENCE_WINDOW_MINUTES
+    current = int(now // 60)
+    first = current - minutes + 1
+    return [minute_key(m) for m in range(first, current + 1)], first * 60.0
+
+
+def _ttl() -> int:
+    """Seconds a minute set or a devices set must outlive its last write."""
+    return (app_settings.PRESENCE_WINDOW_MINUTES + 1) * 60
+
+
+def record_activity(
+    user: str, device: str = DEFAULT_DEVICE, *, client=None, clock: Clock = time.time
+) -> None:
+    """Mark ``user`` active now on ``device`` (any id of a device, tab or session)."""
+    user = validate_key_part(user, "user")
+    device = validate_key_part(device, "device")
+    now = clock()
+    keys, start = _window(now)
+    client = client if client is not None else get_redis()
+    pipe = client.pipeline(transaction=True)
+    pipe.sadd(keys[-1], user)
+    pipe.expire(keys[-1], _ttl())
+    pipe.zadd(seen_key(), {user: now})
+    pipe.zremrangebyscore(seen_key(), "-inf", f"({start}")
+    pipe.zadd(devices_key(user), {device: now})
+    pipe.expire(devices_key(user), _ttl())
+    pipe.execute()
+
+
+def online_users(*, method: Method = "seen", client=None, clock: Clock = time.time) -> set[str]:
+    """Return the users active in the window, by either method (same answer)."""
+    keys, start = _window(clock())
+    client = client if client is not None else get_redis()
+    if method == "minutes":
+        members = client.sunion(keys)
+    elif method == "seen":
+        members = client.zrangebyscore(seen_key(), start, "+inf")
+    else:
+        raise ValueError(f"method must be 'minutes' or 'seen', got {method!r}")
+    return {member.decode() for member in members}
+
+
+def is_online(user: str, *, client=None, clock: Clock = time.time) -> bool:
+    """Return whether ``user`` was active in the window."""
+    user = validate_key_part(user, "user")
+    _keys, start = _window(clock())
+    client = client if client is not None else get_redis()
+    seen = client.zscore(seen_key(), user)
+    return seen is not None and seen >= start
+
+
+def logout(
+    user: str, device: str = DEFAULT_DEVICE, *, client=None, clock: Clock = time.time
+) -> bool:
+    """Forget ``device``; return True if the user is now offline (no other device active)."""
+    user = validate_key_part(user, "user")
+    device = validate_key_part(device, "device")
+    keys, start = _window(clock())
+    client = client if client is not None else get_redis()
+    offline = lua.script(client, "presence_logout")(
+        keys=[devices_key(user), seen_key(), *keys], args=[user, device, start]
+    )
+    return bool(offline)
+
+
+def add_friend(user: str, friend: str, *, client=None) -> None:
+    """Make ``user`` and ``friend`` friends of each other."""
+    user, friend = _pair(user, friend)
+    client = client if client is not None else get_redis()
+    pipe = client.pipeline(transaction=True)
+    pipe.sadd(friends_key(user), friend)
+    pipe.sadd(friends_key(friend), user)
+    pipe.execute()
+
+
+def remove_friend(user: str, friend: str, *, client=None) -> None:
+    """End the friendship of ``user`` and ``friend`` (both directions)."""
+    user, friend = _pair(user, friend)
+    client = client if client is not None else get_redis()
+    pipe = client.pipeline(transaction=True)
+    pipe.srem(friends_key(user), friend)
+    pipe.srem(friends_key(friend), user)
+    pipe.execute()
+
+
+def friends(user: str, *, client=None) -> set[str]:
+    """Return the friends of ``user``."""
+    user = validate_key_part(user, "user")
+    client = client if client is not None else get_redis()
+    return {member.decode() for member in client.smembers(friends_key(user))}
+
+
+def online_friends(
+    user: str, *, method: Method = "minutes", client=None, clock: Clock = time.time
+) -> set[str]:
+    """Return the friends of ``user`` active in the window, computed atomically in one script.
+
+    ``minutes`` unions the window's sets into a temporary key, intersects it with
+    the friends set and deletes it in the same script; ``seen`` checks each
+    friend's last-seen score.
+    """
+    user = validate_key_part(user, "user")
+    keys, start = _window(clock())
+    client = client if client is not None else get_redis()
+    if method == "minutes":
+        temporary = make_key(COMPONENT, TAG, "tmp", uuid.uuid4().hex)
+        members = lua.script(client, "presence_online_friends")(
+            keys=[friends_key(user), temporary, *keys], args=[]
+        )
+    elif method == "seen":
+        members = lua.script(client, "presence_online_friends_seen")(
+            keys=[friends_key(user), seen_key()], args=[start]
+        )
+    else:
+        raise ValueError(f"method must be 'minutes' or 'seen', got {method!r}")
+    return {member.decode() for member in members}
+
+
+def _pair(user: str, friend: str) -> tuple[str, str]:
+    user = validate_key_part(user, "user")
+    friend = validate_key_part(friend, "friend")
+    if user == friend:
+        raise InvalidFriend(f"a user cannot be their own friend ({user!r})")
+    return user, friend
