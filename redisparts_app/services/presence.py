@@ -138,21 +138,24 @@ def logout(
 
 def add_friend(user: str, friend: str, *, client=None) -> None:
     """Make ``user`` and ``friend`` friends of each other."""
-    user, friend = _pair(user, friend)
-    client = client if client is not None else get_redis()
-    pipe = client.pipeline(transaction=True)
-    pipe.sadd(friends_key(user), friend)
-    pipe.sadd(friends_key(friend), user)
-    pipe.execute()
+    _change_friendship("sadd", user, friend, client)
 
 
 def remove_friend(user: str, friend: str, *, client=None) -> None:
     """End the friendship of ``user`` and ``friend`` (both directions)."""
-    user, friend = _pair(user, friend)
+    _change_friendship("srem", user, friend, client)
+
+
+def _change_friendship(command: str, user: str, friend: str, client) -> None:
+    """Apply SADD or SREM to both friends sets in one MULTI."""
+    user = validate_key_part(user, "user")
+    friend = validate_key_part(friend, "friend")
+    if user == friend:
+        raise InvalidFriend(f"a user cannot be their own friend ({user!r})")
     client = client if client is not None else get_redis()
     pipe = client.pipeline(transaction=True)
-    pipe.srem(friends_key(user), friend)
-    pipe.srem(friends_key(friend), user)
+    getattr(pipe, command)(friends_key(user), friend)
+    getattr(pipe, command)(friends_key(friend), user)
     pipe.execute()
 
 
@@ -187,11 +190,3 @@ def online_friends(
     else:
         raise ValueError(f"method must be 'minutes' or 'seen', got {method!r}")
     return {member.decode() for member in members}
-
-
-def _pair(user: str, friend: str) -> tuple[str, str]:
-    user = validate_key_part(user, "user")
-    friend = validate_key_part(friend, "friend")
-    if user == friend:
-        raise InvalidFriend(f"a user cannot be their own friend ({user!r})")
-    return user, friend
