@@ -25,7 +25,8 @@ Keys (single-key commands only, so any slot will do):
 Limits: a change made elsewhere reaches a process within the interval (1 s for
 the flag, ``wait`` for configurations); a call in the same process that sets or
 clears a value sees it at once. The caches live in module globals, shared by
-the threads of a process and copied into forked children. Intervals are
+the threads of a process and copied into forked children; threads that
+reach an expired entry at the same moment may each read it once. Intervals are
 measured on ``clock`` (``time.monotonic`` unless a test injects another); a
 clock going backwards forces a read.
 """
