@@ -26,6 +26,7 @@ from redisparts_app.services.semaphores import (
     holders,
     semaphore_names,
 )
+from redisparts_app.testing import LocalCluster
 from tests.processes import CONTEXT, run_in_processes
 
 # Counts the holders inside the critical section and keeps the highest count seen.
@@ -477,3 +478,26 @@ def test_rp_semaphores_reports_an_unreachable_redis_with_exit_status_3():
     with override_settings(CACHES=caches), pytest.raises(CommandError, match="cannot reach") as e:
         call_command("rp_semaphores")
     assert e.value.returncode == 3
+
+
+# --- Redis Cluster -----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_both_kinds_run_unchanged_on_a_redis_cluster(tmp_path):
+    with LocalCluster(tmp_path / "cluster", masters=3, replicas=0) as cluster:
+        client = cluster.client()
+        names = ["alpha", "beta", "gamma", "delta"]  # spread over the masters' slots
+        assert len({keys.slot_of(key(name, "holders")) for name in names}) == len(names)
+        for kind, name in zip([Semaphore, FairSemaphore] * 2, names, strict=True):
+            sem = kind(name, 2, timeout=30, client=client)
+            first = sem.acquire(reason="on the cluster")
+            second = sem.acquire()
+            assert sem.acquire(wait=0.1) is None  # waits on BLPOP through the cluster client
+            assert sem.refresh(first) is True
+            assert sorted(h.reason for h in sem.holders()) == ["", "on the cluster"]
+            assert sem.release(second) is True
+            with sem.hold(wait=1) as holder_id:
+                assert holder_id in {h.id for h in holders(name, client=client)}
+        assert semaphore_names(client=client) == sorted(names)
+        client.close()

@@ -262,7 +262,7 @@ def holders(
                 ticket=tickets.get(member),
             )
         )
-    found.sort(key=lambda holder: -holder.age)
+    found.sort(key=lambda holder: (-holder.age, holder.ticket or 0))
     return found
 
 
