@@ -62,6 +62,20 @@ DEFAULTS: dict[str, Any] = {
     "MAINTENANCE_EXEMPT_PATHS": ["/admin/"],
     # Minutes a user stays online after their last activity (current minute included).
     "PRESENCE_WINDOW_MINUTES": 10,
+    # Purchase strategy used when none is named: "watch", "market_lock", "item_lock" or "lua".
+    "MARKET_PURCHASE_STRATEGY": "lua",
+    # Highest accepted price, in cents.
+    "MARKET_MAX_PRICE": 10**11,
+    # Highest accepted starting funds of a user, in cents (below 2**53, exact in a zset score).
+    "MARKET_MAX_FUNDS": 10**14,
+    # Seconds a WATCH loop keeps retrying before MarketBusy.
+    "MARKET_RETRY_TIMEOUT": 10.0,
+    # Seconds a purchase lock lives (market_lock, item_lock strategies).
+    "MARKET_LOCK_TTL": 10.0,
+    # Seconds a purchase waits for its lock before MarketBusy.
+    "MARKET_LOCK_WAIT": 10.0,
+    # Seconds rp_backup waits for BGSAVE to finish.
+    "BACKUP_TIMEOUT": 600.0,
 }
 
 

@@ -178,3 +178,93 @@ class CompletionConflict(RedisPartsError):
 
 class InvalidFriend(RedisPartsError, ValueError):
     """A friendship was refused (a user cannot befriend themselves)."""
+
+
+class MarketError(RedisPartsError):
+    """A marketplace operation was refused; nothing was changed."""
+
+
+class InvalidPrice(MarketError, ValueError):
+    """A price or an amount of funds is not a positive integer number of cents in range."""
+
+
+class UnknownUser(MarketError, ValueError):
+    """The marketplace has no user of that name."""
+
+    def __init__(self, user: str) -> None:
+        self.user = user
+        super().__init__(f"unknown market user {user!r}; create it with create_user() first")
+
+
+class UserExists(MarketError, ValueError):
+    """create_user() was given the name of an existing user."""
+
+    def __init__(self, user: str) -> None:
+        self.user = user
+        super().__init__(f"market user {user!r} already exists")
+
+
+class ItemNotHeld(MarketError):
+    """The seller does not hold the item (or it is already listed)."""
+
+    def __init__(self, seller: str, item: str, reason: str = "is not in the inventory") -> None:
+        self.seller, self.item = seller, item
+        super().__init__(f"item {item!r} of {seller!r} {reason}")
+
+
+class ListingNotFound(MarketError):
+    """The item is not (or no longer) listed by that seller."""
+
+    def __init__(self, seller: str, item: str) -> None:
+        self.seller, self.item = seller, item
+        super().__init__(f"item {item!r} is not listed by {seller!r} (sold or withdrawn)")
+
+
+class PriceChanged(MarketError):
+    """The listed price differs from the price the buyer saw."""
+
+    def __init__(self, item: str, expected: int, actual: int) -> None:
+        self.item, self.expected, self.actual = item, expected, actual
+        super().__init__(
+            f"item {item!r} now costs {actual} cents, not {expected}; confirm the new price"
+        )
+
+
+class InsufficientFunds(MarketError):
+    """The buyer's funds are below the price."""
+
+    def __init__(self, buyer: str, funds: int, price: int) -> None:
+        self.buyer, self.funds, self.price = buyer, funds, price
+        super().__init__(f"{buyer!r} has {funds} cents, the item costs {price}")
+
+
+class OwnItem(MarketError, ValueError):
+    """A user tried to buy their own listing."""
+
+    def __init__(self, user: str, item: str) -> None:
+        self.user, self.item = user, item
+        super().__init__(f"{user!r} cannot buy their own item {item!r}; cancel the listing")
+
+
+class UnknownStrategy(MarketError, ValueError):
+    """No purchase strategy of that name."""
+
+
+class MarketBusy(MarketError):
+    """Contention kept the operation from completing in time; retry later."""
+
+
+class ReplicationTimeout(RedisPartsError):
+    """A write did not reach the replica (or its disk) within the timeout."""
+
+    def __init__(self, timeout: float, reason: str) -> None:
+        self.timeout, self.reason = timeout, reason
+        super().__init__(f"write not replicated within {timeout}s: {reason}")
+
+
+class LogProgressConflict(RedisPartsError):
+    """Another processor advanced the same log progress record; stop this one."""
+
+
+class BackupError(RedisPartsError):
+    """A snapshot could not be taken, found or copied."""
