@@ -1,0 +1,53 @@
+import redis
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from redisparts_app.connection import get_redis
+from redisparts_app.exceptions import BackupError, ConnectionNotConfigured
+from redisparts_app.services.persistence import backup
+
+
+class Command(BaseCommand):
+    help = "Snapshot Redis with BGSAVE and copy dump.rdb, with its SHA-256, into a folder."
+    requires_system_checks = ()
+
+    def add_arguments(self, parser):
+        parser.add_argument("destination", help="folder for the copy (created if missing)")
+        parser.add_argument(
+            "--connection",
+            default=None,
+            help="REDISPARTS connection alias (default: REDISPARTS['DEFAULT_CONNECTION'])",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=None,
+            help="seconds to wait for BGSAVE (default: REDISPARTS['BACKUP_TIMEOUT'])",
+        )
+
+    def handle(self, *args, destination, connection, timeout, verbosity, **options):
+        if timeout is not None and timeout <= 0:
+            raise CommandError("--timeout must be a positive number of seconds", returncode=2)
+        bar = tqdm(total=100, unit="%", desc="BGSAVE", disable=verbosity < 1, file=self.stderr._out)
+
+        def show(percent: float) -> None:
+            bar.update(max(0.0, percent - bar.n))
+
+        try:
+            result = backup(
+                destination, client=get_redis(connection), timeout=timeout, progress=show
+            )
+        except ConnectionNotConfigured as exc:
+            raise CommandError(str(exc), returncode=2) from exc
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
+        except BackupError as exc:
+            raise CommandError(str(exc)) from exc
+        except KeyboardInterrupt as exc:
+            raise CommandError("interrupted; no backup written", returncode=130) from exc
+        finally:
+            bar.close()
+        self.stdout.write(
+            self.style.SUCCESS(f"Saved {result.path} ({result.size} bytes, {result.saved_at:%c})")
+        )
+        self.stdout.write(f"sha256 {result.sha256} in {result.checksum_path}")

@@ -1,0 +1,43 @@
+import json
+
+import redis
+from django.core.management.base import BaseCommand, CommandError
+
+from redisparts_app.connection import get_redis
+from redisparts_app.exceptions import ConnectionNotConfigured
+from redisparts_app.services.persistence import server_status
+
+
+class Command(BaseCommand):
+    help = "Show the persistence settings, last save, AOF state and replication role and lag."
+    # The connectivity check would only repeat, as a warning, what this command reports.
+    requires_system_checks = ()
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--connection",
+            default=None,
+            help="REDISPARTS connection alias (default: REDISPARTS['DEFAULT_CONNECTION'])",
+        )
+        parser.add_argument(
+            "--json", action="store_true", dest="as_json", help="print the status as JSON"
+        )
+
+    def handle(self, *args, connection, as_json, **options):
+        try:
+            status = server_status(client=get_redis(connection))
+        except ConnectionNotConfigured as exc:
+            raise CommandError(str(exc), returncode=2) from exc
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
+        if as_json:
+            self.stdout.write(json.dumps(status, indent=2))
+            return
+        replicas = status.pop("replicas", None)
+        for name, value in status.items():
+            self.stdout.write(f"{name:>24}: {'-' if value is None else value}")
+        for replica in replicas or []:
+            self.stdout.write(
+                f"{'replica':>24}: {replica['address']} {replica['state']}, "
+                f"{replica['lag_bytes']} bytes and {replica['lag_seconds']}s behind"
+            )

@@ -1,0 +1,536 @@
+"""Persistence and replication helpers: resumable log processing, replica sync, status, backup.
+
+**Log processing** (``LogProcessor``) feeds the lines of a log file (or of a
+directory of files whose names sort in write order) to a callback that queues
+its Redis effects on a MULTI pipeline. Each batch of lines commits in one
+MULTI/EXEC together with the new progress, so after a crash the processor
+resumes exactly after the last committed line: no line's effects are recorded
+twice or lost. Progress lives in ``rp:logproc:{<name>}:progress`` (hash: file,
+device, inode, head_size, head_sha256, offset in bytes). A file is recognised
+by identity, not only by name: device and inode, a size not below the offset,
+and the SHA-256 of its first bytes (up to 1 KiB of the processed part). A file
+replaced under the same name or truncated starts again from byte 0 (the
+result says so). Only newline-terminated lines are processed unless the file
+is known complete (``final=True``): a writer may still be appending the tail.
+Two processors of one name cannot both commit: each batch WATCHes the progress
+record and a changed record raises ``LogProgressConflict``. On a Redis Cluster
+the callback's keys must carry the hash tag ``{<name>}`` (``LogProcessor.key``).
+
+**wait_for_sync(master, replica)** writes a marker on the master and returns
+once the replica has it (WAIT on the writing connection, then the replica's
+``slave_repl_offset`` and the marker itself); with ``disk=True`` it also waits
+for the replica's AOF (WAITAOF from Redis 7.2; on older servers the INFO fields
+``aof_buffer_length`` and ``aof_pending_bio_fsync`` reaching 0, exact only with
+``appendfsync always`` on the replica). Every earlier write of any connection
+precedes the marker in the replication stream, so it has arrived too. On
+timeout (seconds) ``policy="raise"`` raises ``ReplicationTimeout`` and
+``policy="warn"`` logs a warning and returns False.
+
+**server_status()** gathers persistence settings, last save, AOF state,
+replication role and lag. **backup(dest)** runs BGSAVE, waits for it (with a
+progress callback fed by INFO's ``current_fork_perc``), copies the server's
+``dump.rdb`` into ``dest`` (only when the server runs on this machine: unix
+socket or loopback) and writes a ``.sha256`` file beside it in sha256sum format.
+"""
+
+import contextlib
+import hashlib
+import logging
+import os
+import stat
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import redis
+from redis.client import Pipeline
+
+from .. import keys
+from ..conf import app_settings
+from ..connection import get_redis
+from ..exceptions import BackupError, LogProgressConflict, ReplicationTimeout
+
+logger = logging.getLogger(__name__)
+
+COMPONENT = "logproc"
+HEAD_SIZE = 1024
+MAX_BATCH_SIZE = 100_000
+POLICIES = ("raise", "warn")
+LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+LineCallback = Callable[[Pipeline, bytes], None]
+
+
+# --- resumable log processing ---------------------------------------------------------------
+
+
+@dataclass
+class ProcessResult:
+    """What one ``process_file``/``process_directory`` call did."""
+
+    files: int = 0
+    lines: int = 0
+    bytes: int = 0
+    # "<file>: replaced" / "<file>: truncated" for files restarted from byte 0.
+    restarted: list[str] = field(default_factory=list)
+
+
+def _head_digest(fd: int, size: int) -> str:
+    return hashlib.sha256(os.pread(fd, size, 0)).hexdigest()
+
+
+class LogProcessor:
+    """Feed log lines to ``callback(pipe, line)`` with exactly-once recorded effects.
+
+    ``callback`` receives the MULTI pipeline and one line (bytes, with its
+    newline); it must only queue commands on the pipeline (their replies are
+    not available) and must not raise for a line it wants skipped.
+    ``batch_size`` lines commit per MULTI/EXEC.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        callback: LineCallback,
+        *,
+        batch_size: int = 1000,
+        client: redis.Redis | None = None,
+    ) -> None:
+        self.name = keys.validate_key_part(name, "log processor")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+            raise TypeError(f"batch_size must be an integer, got {batch_size!r}")
+        if not 1 <= batch_size <= MAX_BATCH_SIZE:
+            raise ValueError(f"batch_size must be from 1 to {MAX_BATCH_SIZE}, got {batch_size}")
+        self.callback = callback
+        self.batch_size = batch_size
+        self.client = client if client is not None else get_redis()
+        self.progress_key = self.key("progress")
+        self._expected: dict[bytes, bytes] | None = None
+
+    def key(self, *roles: str) -> str:
+        """Return a key in this processor's slot, for the callback's effects on a Cluster."""
+        return keys.make_key(COMPONENT, self.name, *roles)
+
+    def progress(self) -> dict[str, Any]:
+        """Return the recorded progress (empty when nothing was committed yet)."""
+        raw = self.client.hgetall(self.progress_key)
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    def reset(self) -> None:
+        """Forget the progress: the next run starts from the first byte."""
+        self.client.delete(self.progress_key)
+
+    def process_file(self, path: str | os.PathLike, *, final: bool = False) -> ProcessResult:
+        """Process ``path`` from its recorded offset (or byte 0 for a new file)."""
+        result = ProcessResult()
+        self._expected = self.client.hgetall(self.progress_key)
+        self._process_one(Path(path), final=final, result=result)
+        return result
+
+    def process_directory(
+        self, directory: str | os.PathLike, *, final: bool = False
+    ) -> ProcessResult:
+        """Process the regular files of ``directory`` in name order, resuming at the recorded one.
+
+        Names must sort in the order the files were written (e.g. dated names);
+        files before the recorded one are skipped. Every file but the last is
+        complete; the last keeps an unterminated tail for later unless ``final``.
+        """
+        directory = Path(directory)
+        names = sorted(p.name for p in directory.iterdir() if p.is_file())
+        result = ProcessResult()
+        self._expected = self.client.hgetall(self.progress_key)
+        current = self._expected.get(b"file", b"").decode()
+        for index, name in enumerate(names):
+            if current and name < current:
+                continue
+            last = index == len(names) - 1
+            self._process_one(directory / name, final=final or not last, result=result)
+        return result
+
+    def _process_one(self, path: Path, *, final: bool, result: ProcessResult) -> None:
+        with path.open("rb") as handle:
+            info = os.fstat(handle.fileno())
+            offset = self._resume_offset(path, handle.fileno(), info, result)
+            handle.seek(offset)
+            result.files += 1
+            for batch, end in self._batches(handle, offset, final):
+                self._commit(path, handle.fileno(), info, batch, end)
+                result.lines += len(batch)
+                result.bytes += end - offset
+                offset = end
+
+    def _resume_offset(
+        self, path: Path, fd: int, info: os.stat_result, result: ProcessResult
+    ) -> int:
+        recorded = {k.decode(): v.decode() for k, v in (self._expected or {}).items()}
+        if recorded.get("file") != path.name:
+            return 0
+        offset = int(recorded["offset"])
+        same_inode = (int(recorded["device"]), int(recorded["inode"])) == (
+            info.st_dev,
+            info.st_ino,
+        )
+        head_size = int(recorded["head_size"])
+        if not same_inode:
+            result.restarted.append(f"{path.name}: replaced")
+            return 0
+        if info.st_size < offset or _head_digest(fd, head_size) != recorded["head_sha256"]:
+            result.restarted.append(f"{path.name}: truncated")
+            return 0
+        return offset
+
+    def _batches(self, handle, offset: int, final: bool) -> Iterator[tuple[list[bytes], int]]:
+        batch: list[bytes] = []
+        position = offset
+        for line in handle:
+            if not line.endswith(b"\n") and not final:
+                break  # a writer may still be completing this line
+            batch.append(line)
+            position += len(line)
+            if len(batch) >= self.batch_size:
+                yield batch, position
+                batch = []
+        if batch:
+            yield batch, position
+
+    def _commit(
+        self, path: Path, fd: int, info: os.stat_result, lines: list[bytes], end: int
+    ) -> None:
+        head_size = min(HEAD_SIZE, end)
+        progress = {
+            b"file": path.name.encode(),
+            b"device": str(info.st_dev).encode(),
+            b"inode": str(info.st_ino).encode(),
+            b"head_size": str(head_size).encode(),
+            b"head_sha256": _head_digest(fd, head_size).encode(),
+            b"offset": str(end).encode(),
+        }
+        with self.client.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(self.progress_key)
+                if pipe.hgetall(self.progress_key) != self._expected:
+                    raise LogProgressConflict(
+                        f"the progress of log processor {self.name!r} changed under it; "
+                        "is another processor of that name running?"
+                    )
+                pipe.multi()
+                for line in lines:
+                    self.callback(pipe, line)
+                pipe.hset(self.progress_key, mapping=progress)
+                pipe.execute()
+            except redis.WatchError as exc:
+                raise LogProgressConflict(
+                    f"the progress of log processor {self.name!r} changed during a batch"
+                ) from exc
+        self._expected = progress
+
+
+# --- replication ----------------------------------------------------------------------------
+
+
+def server_version(client: redis.Redis) -> tuple[int, ...]:
+    """Return the server version as a tuple of integers, e.g. (6, 2, 14)."""
+    text = str(client.info("server")["redis_version"])
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def wait_for_sync(
+    master: redis.Redis,
+    replica: redis.Redis,
+    timeout: float = 1.0,
+    *,
+    policy: str = "raise",
+    disk: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
+    """Return True once every write made so far on ``master`` is on ``replica``.
+
+    ``timeout`` is in seconds. On timeout ``policy="raise"`` raises
+    ReplicationTimeout; ``policy="warn"`` logs a warning and returns False.
+    ``disk=True`` also waits for the replica's AOF (see the module docstring).
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    deadline = clock() + timeout
+    marker = keys.make_key("persist", uuid.uuid4().hex, "sync")
+    try:
+        _wait_replicated(master, replica, marker, deadline, clock)
+        if disk:
+            _wait_replica_disk(master, replica, deadline, clock)
+    except ReplicationTimeout as exc:
+        failure = ReplicationTimeout(timeout, exc.reason)
+        if policy == "raise":
+            raise failure from None
+        logger.warning("%s", failure)
+        return False
+    finally:
+        with contextlib.suppress(redis.ConnectionError):  # the marker expires on its own
+            master.delete(marker)
+    return True
+
+
+def _remaining_ms(deadline: float, clock: Callable[[], float]) -> int:
+    return max(1, int((deadline - clock()) * 1000))
+
+
+def _wait_replicated(
+    master: redis.Redis,
+    replica: redis.Redis,
+    marker: str,
+    deadline: float,
+    clock: Callable[[], float],
+) -> None:
+    # One connection for SET and WAIT: WAIT counts acks of its own connection's writes.
+    pipe = master.pipeline(transaction=False)
+    pipe.set(marker, b"1", ex=60)
+    pipe.info("replication")
+    pipe.execute_command("WAIT", 1, _remaining_ms(deadline, clock))
+    _, info, _acked = pipe.execute()
+    target = int(info["master_repl_offset"])
+    # WAIT may be satisfied by another replica: confirm on this one.
+    while True:
+        try:
+            state = replica.info("replication")
+            if (
+                state.get("master_link_status") == "up"
+                and int(state.get("slave_repl_offset", -1)) >= target
+                and replica.exists(marker)
+            ):
+                return
+            reason = (
+                f"replica link {state.get('master_link_status', 'absent')}, offset "
+                f"{state.get('slave_repl_offset', '?')} of {target}"
+            )
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            reason = f"replica unreachable: {exc}"
+        if clock() >= deadline:
+            raise ReplicationTimeout(0, reason)
+        time.sleep(0.01)
+
+
+def _wait_replica_disk(
+    master: redis.Redis, replica: redis.Redis, deadline: float, clock: Callable[[], float]
+) -> None:
+    if server_version(master) >= (7, 2):
+        acked = master.execute_command("WAITAOF", 0, 1, _remaining_ms(deadline, clock))
+        if acked[1] < 1:
+            raise ReplicationTimeout(0, "no replica confirmed its AOF fsync")
+        return
+    while True:
+        try:
+            state = replica.info("persistence")
+            if not state.get("aof_enabled"):
+                raise ReplicationTimeout(0, "the replica has AOF disabled")
+            if state.get("aof_buffer_length") == 0 and state.get("aof_pending_bio_fsync") == 0:
+                return
+            reason = "the replica's AOF buffer or fsync is still pending"
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            reason = f"replica unreachable: {exc}"
+        if clock() >= deadline:
+            raise ReplicationTimeout(0, reason)
+        time.sleep(0.01)
+
+
+# --- status ---------------------------------------------------------------------------------
+
+
+def _config(client: redis.Redis, *names: str) -> dict[str, str | None]:
+    """CONFIG GET each name; None where CONFIG is renamed or refused (managed services)."""
+    values: dict[str, str | None] = {}
+    for name in names:
+        try:
+            raw = client.config_get(name)
+        except redis.ResponseError:
+            raw = {}
+        value = raw.get(name)
+        values[name] = value.decode() if isinstance(value, bytes) else value
+    return values
+
+
+def _iso(timestamp: int | None) -> str | None:
+    if not timestamp or timestamp < 0:
+        return None
+    return datetime.fromtimestamp(timestamp, UTC).isoformat()
+
+
+def server_status(*, client: redis.Redis | None = None) -> dict[str, Any]:
+    """Return persistence and replication state as a JSON-serialisable dict.
+
+    Lags: a master lists each replica's lag in bytes (its offset behind
+    ``master_repl_offset``) and seconds since its last ack; a replica reports
+    its link state and seconds since it last heard from the master.
+    """
+    client = client if client is not None else get_redis()
+    server = client.info("server")
+    persistence = client.info("persistence")
+    replication = client.info("replication")
+    config = _config(client, "save", "appendonly", "appendfsync", "dir", "dbfilename")
+    status: dict[str, Any] = {
+        "version": str(server["redis_version"]),
+        "save": config["save"],
+        "appendonly": config["appendonly"],
+        "appendfsync": config["appendfsync"],
+        "dir": config["dir"],
+        "dbfilename": config["dbfilename"],
+        "last_save": _iso(persistence.get("rdb_last_save_time")),
+        "changes_since_last_save": persistence.get("rdb_changes_since_last_save"),
+        "bgsave_in_progress": bool(persistence.get("rdb_bgsave_in_progress")),
+        "last_bgsave_status": persistence.get("rdb_last_bgsave_status"),
+        "aof_enabled": bool(persistence.get("aof_enabled")),
+        "aof_rewrite_in_progress": bool(persistence.get("aof_rewrite_in_progress")),
+        "aof_last_write_status": persistence.get("aof_last_write_status"),
+        "aof_current_size": persistence.get("aof_current_size"),
+        "role": replication["role"],
+    }
+    if replication["role"] == "master":
+        offset = int(replication.get("master_repl_offset", 0))
+        replicas = []
+        for index in range(int(replication.get("connected_slaves", 0))):
+            entry = replication.get(f"slave{index}", {})
+            replicas.append(
+                {
+                    "address": f"{entry.get('ip')}:{entry.get('port')}",
+                    "state": entry.get("state"),
+                    "lag_bytes": offset - int(entry.get("offset", 0)),
+                    "lag_seconds": entry.get("lag"),
+                }
+            )
+        status.update({"master_repl_offset": offset, "replicas": replicas})
+    else:
+        status.update(
+            {
+                "master": f"{replication.get('master_host')}:{replication.get('master_port')}",
+                "master_link_status": replication.get("master_link_status"),
+                "seconds_since_master_io": replication.get("master_last_io_seconds_ago"),
+                "slave_repl_offset": replication.get("slave_repl_offset"),
+            }
+        )
+    return status
+
+
+# --- backup ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Backup:
+    """A snapshot copied by ``backup``."""
+
+    path: Path
+    checksum_path: Path
+    sha256: str
+    size: int  # bytes
+    saved_at: datetime
+
+
+def _is_local(client: redis.Redis) -> bool:
+    kwargs = client.connection_pool.connection_kwargs
+    return "path" in kwargs or kwargs.get("host") in LOCAL_HOSTS
+
+
+def _bgsave(client: redis.Redis, deadline: float, clock: Callable[[], float]) -> None:
+    """Start a BGSAVE, waiting out a save or AOF rewrite already running."""
+    while True:
+        try:
+            client.bgsave()
+            return
+        except redis.ResponseError as exc:
+            # Busy: a save or a rewrite already runs; start ours once it is done.
+            if "in progress" not in str(exc):
+                raise BackupError(f"BGSAVE refused: {exc}") from exc
+        if clock() > deadline:
+            raise BackupError("a save or AOF rewrite kept the server busy; BGSAVE never started")
+        time.sleep(0.05)
+
+
+def backup(
+    destination: str | os.PathLike,
+    *,
+    client: redis.Redis | None = None,
+    timeout: float | None = None,
+    progress: Callable[[float], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Backup:
+    """Snapshot the server with BGSAVE and copy the RDB file into ``destination``.
+
+    ``timeout`` (seconds, default REDISPARTS["BACKUP_TIMEOUT"]) bounds the wait
+    for BGSAVE; ``progress`` gets the save's percentage (0 to 100) while it runs.
+    The copy is ``dump-<UTC time of the save>.rdb`` with a ``.sha256`` beside it.
+    Raise BackupError when the server is remote, the save fails or the file
+    cannot be read or written.
+    """
+    client = client if client is not None else get_redis()
+    destination = Path(destination)
+    if destination.exists() and not destination.is_dir():
+        raise BackupError(f"{destination} exists and is not a directory")
+    timeout = app_settings.BACKUP_TIMEOUT if timeout is None else timeout
+    if not _is_local(client):
+        host = client.connection_pool.connection_kwargs.get("host")
+        raise BackupError(
+            f"the server at {host} is not on this machine, so its RDB file cannot be copied "
+            "from here; run the backup on the server's host"
+        )
+    config = _config(client, "dir", "dbfilename")
+    if not config["dir"] or not config["dbfilename"]:
+        raise BackupError("CONFIG GET dir/dbfilename is not allowed; cannot locate the snapshot")
+    source = Path(config["dir"]) / config["dbfilename"]
+    deadline = clock() + timeout
+    _bgsave(client, deadline, clock)
+    while True:
+        state = client.info("persistence")
+        if not state["rdb_bgsave_in_progress"]:
+            break
+        if progress is not None:
+            progress(float(state.get("current_fork_perc", 0.0)))
+        if clock() > deadline:
+            raise BackupError(f"BGSAVE still running after {timeout}s")
+        time.sleep(0.05)
+    if state["rdb_last_bgsave_status"] != "ok":
+        raise BackupError("BGSAVE failed; see the server's log")
+    if progress is not None:
+        progress(100.0)
+    saved_at = datetime.fromtimestamp(int(state["rdb_last_save_time"]), UTC)
+    return _copy_snapshot(source, destination, saved_at)
+
+
+def _copy_snapshot(source: Path, destination: Path, saved_at: datetime) -> Backup:
+    name = f"dump-{saved_at:%Y%m%dT%H%M%SZ}.rdb"
+    target = destination / name
+    try:
+        destination.mkdir(parents=True, exist_ok=True)
+        # The server replaces dump.rdb by rename, so an open handle reads one whole snapshot.
+        with source.open("rb") as src:
+            if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):
+                raise BackupError(f"{source} is not a regular file")
+            digest = hashlib.sha256()
+            with tempfile.NamedTemporaryFile(dir=destination, delete=False, suffix=".part") as tmp:
+                try:
+                    while chunk := src.read(1 << 20):
+                        digest.update(chunk)
+                        tmp.write(chunk)
+                    tmp.flush()
+                    os.fsync(tmp.fileno())
+                except BaseException:
+                    os.unlink(tmp.name)
+                    raise
+            os.replace(tmp.name, target)
+        checksum = destination / f"{name}.sha256"
+        checksum.write_text(f"{digest.hexdigest()}  {name}\n", encoding="ascii")
+    except FileNotFoundError as exc:
+        raise BackupError(f"snapshot not found at {source}: {exc}") from exc
+    except OSError as exc:
+        raise BackupError(f"cannot copy {source} to {destination}: {exc}") from exc
+    return Backup(target, checksum, digest.hexdigest(), target.stat().st_size, saved_at)
+
+
+def sha256_of(path: str | os.PathLike) -> str:
+    """Return the SHA-256 hex digest of a file."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
