@@ -24,7 +24,7 @@ from redisparts_app.services.persistence import (
     sha256_of,
     wait_for_sync,
 )
-from redisparts_app.testing import free_port
+from redisparts_app.testing import free_port, wait_until
 from tests.processes import CONTEXT
 
 NAME = "access"
@@ -210,21 +210,15 @@ def test_killed_processor_resumes_with_every_line_recorded_exactly_once(redis_cl
 # --- replication ----------------------------------------------------------------------------
 
 
-def _wait_link_up(replica: redis.Redis, timeout: float = 20.0) -> None:
-    """Wait for the link, and for the AOF rewrite a replica starts after its first sync.
+def _replica_ready(replica: redis.Redis) -> bool:
+    """Link up, and the AOF rewrite a replica starts after its first sync is over.
 
     A replica refuses SIGTERM while it writes its initial AOF.
     """
-    deadline = time.monotonic() + timeout
-    while True:
-        link = replica.info("replication").get("master_link_status")
-        state = replica.info("persistence")
-        if link == "up" and not (
-            state["aof_rewrite_in_progress"] or state["aof_rewrite_scheduled"]
-        ):
-            return
-        assert time.monotonic() < deadline, f"replica not ready: link {link}, {state}"
-        time.sleep(0.05)
+    state = replica.info("persistence")
+    return replica.info("replication").get("master_link_status") == "up" and not (
+        state["aof_rewrite_in_progress"] or state["aof_rewrite_scheduled"]
+    )
 
 
 @pytest.fixture
@@ -236,7 +230,8 @@ def replication(redis_server_factory):
         replica = redis_server_factory(
             args=["--replicaof", "127.0.0.1", str(master.port), *replica_args]
         )
-        _wait_link_up(replica.client())
+        client = replica.client()
+        wait_until(lambda: _replica_ready(client), 20, "replica sync")
         return master, replica
 
     return start
