@@ -1,0 +1,89 @@
+from pathlib import Path
+
+import redis
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from redisparts_app.connection import get_redis
+from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.services import files
+
+
+class Command(BaseCommand):
+    help = (
+        "Copy every file of a folder (plain or gzip) into Redis and distribute it to "
+        "N processors through a channel, holding at most --limit bytes at once."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("folder", help="folder whose files are distributed, by name order")
+        parser.add_argument("--channel", required=True, help="channel (chat) name, unused so far")
+        parser.add_argument(
+            "--processors", type=int, default=1, help="number of processors (ids 0 … N-1)"
+        )
+        parser.add_argument(
+            "--limit",
+            type=int,
+            default=1 << 30,
+            help="most bytes of files held in Redis at once (default 1 GiB)",
+        )
+        parser.add_argument(
+            "--chunk-size", type=int, help="bytes per chunk key (default FILES_CHUNK_SIZE)"
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            help="give up when no processor finishes a file for this many seconds",
+        )
+
+    def handle(self, *args, folder, channel, processors, limit, chunk_size, timeout, **options):
+        if processors < 1 or limit < 1 or (chunk_size is not None and chunk_size < 1):
+            raise CommandError("--processors, --limit and --chunk-size must be >= 1", returncode=2)
+        if timeout is not None and timeout <= 0:
+            raise CommandError("--timeout must be positive", returncode=2)
+        path = Path(folder)
+        if not path.is_dir():
+            raise CommandError(f"{folder} is not a folder", returncode=2)
+        try:
+            client = get_redis()
+            client.ping()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
+
+        total = sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+        bar = tqdm(
+            total=total,
+            unit="B",
+            unit_scale=True,
+            desc=f"copy to {channel}",
+            file=self.stderr,
+            disable=options["verbosity"] < 1,
+        )
+        try:
+            report = files.copy_logs_to_redis(
+                path,
+                channel,
+                processors=processors,
+                limit=limit,
+                client=client,
+                chunk_size=chunk_size,
+                wait_timeout=timeout,
+                progress=bar.update,
+            )
+        except KeyboardInterrupt:
+            raise CommandError(
+                "interrupted; the channel's files and chat were deleted", returncode=130
+            ) from None
+        except ValueError as exc:
+            raise CommandError(str(exc), returncode=2) from exc
+        except (OSError, RedisPartsError) as exc:
+            raise CommandError(str(exc)) from exc
+        finally:
+            bar.close()
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Distributed {report.files} file(s), {report.bytes} bytes, on channel "
+                f"{channel!r} to {processors} processor(s); at most {report.most_held} bytes "
+                "held in Redis."
+            )
+        )

@@ -1,0 +1,92 @@
+import redis
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from redisparts_app.connection import get_redis
+from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.services import files
+
+
+class Command(BaseCommand):
+    help = (
+        "Process the files distributed on a channel as one of its processors: count their "
+        "lines, or add up visits per country per day."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--channel", required=True, help="channel (chat) name")
+        parser.add_argument(
+            "--id", required=True, dest="processor_id", help="this processor's id (0 … N-1)"
+        )
+        parser.add_argument(
+            "--aggregate",
+            choices=["lines", "countries"],
+            default="countries",
+            help="count lines per file, or visits per country per day of "
+            "'<ip> <YYYY-MM-DD> ...' lines with the IP-to-city lookup (default)",
+        )
+        parser.add_argument(
+            "--block-size", type=int, help="bytes per GETRANGE (default FILES_BLOCK_SIZE)"
+        )
+        parser.add_argument(
+            "--timeout", type=float, help="give up when the channel does not appear in time"
+        )
+
+    def handle(self, *args, channel, processor_id, aggregate, block_size, timeout, **options):
+        if block_size is not None and block_size < 1:
+            raise CommandError("--block-size must be >= 1", returncode=2)
+        if timeout is not None and timeout <= 0:
+            raise CommandError("--timeout must be positive", returncode=2)
+        try:
+            client = get_redis()
+            client.ping()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
+
+        visits = files.CountryVisits(client=client) if aggregate == "countries" else None
+        lines_of_file = [0]
+
+        def callback(line: bytes) -> None:
+            lines_of_file[0] += 1
+            if visits is not None:
+                visits(line)
+
+        def flush(name: str) -> None:
+            if visits is not None:
+                visits.flush(name)
+            self.stdout.write(f"{name}: {lines_of_file[0]} lines")
+            lines_of_file[0] = 0
+
+        bar = tqdm(
+            unit="B",
+            unit_scale=True,
+            desc=f"process {channel}",
+            file=self.stderr,
+            disable=options["verbosity"] < 1,
+        )
+
+        try:
+            report = files.process_logs_from_redis(
+                channel,
+                processor_id,
+                callback,
+                flush,
+                client=client,
+                block_size=block_size,
+                wait_timeout=timeout,
+                progress=bar.update,
+            )
+        except KeyboardInterrupt:
+            raise CommandError(
+                "interrupted; the file in progress was not reported finished", returncode=130
+            ) from None
+        except ValueError as exc:
+            raise CommandError(str(exc), returncode=2) from exc
+        except RedisPartsError as exc:
+            raise CommandError(str(exc)) from exc
+        finally:
+            bar.close()
+        message = f"Processed {report.files} file(s), {report.lines} lines, {report.bytes} bytes."
+        if visits is not None and visits.skipped:
+            message += f" {visits.skipped} line(s) were not '<ip> <YYYY-MM-DD> ...' and skipped."
+        self.stdout.write(self.style.SUCCESS(message))

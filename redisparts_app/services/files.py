@@ -1,0 +1,517 @@
+"""File distribution through Redis: one uploader, N processors, bounded memory.
+
+The uploader (``copy_logs_to_redis``) copies every file of a folder into
+Redis in chunk keys of at most ``FILES_CHUNK_SIZE`` bytes, computes its
+SHA-256, and announces it in a group chat named after the channel whose members
+are the processors ``"0"`` … ``"N-1"`` (see ``services.chat``). Before copying
+a file it waits until the bytes it holds in Redis plus the file fit under
+``limit``; a file leaves Redis when its last processor finishes it. After the
+last file it posts ``":done"``, waits for every file to be finished and
+leaves the chat.
+
+A processor (``process_logs_from_redis``) takes the announcements of its chat
+in order, reads each file in blocks of ``FILES_BLOCK_SIZE`` bytes with
+GETRANGE, decompresses gzip (recognised by its magic bytes, any number of
+members, any header fields) incrementally, splits lines across block
+boundaries, calls ``callback(line: bytes)`` for every line (with its ``b"\\n"``,
+except a last line without one) and ``flush(file_name)`` after each file, then
+reports completion. Bytes pass through unchanged: nothing is decoded.
+
+Keys, per file (one hash tag per file, so the last processor's clean-up is one
+Lua script in one Cluster slot):
+
+    rp:files:{<channel>#<n>}:chunk:<i>   the file's bytes, chunk i (TTL FILES_KEY_TTL)
+    rp:files:{<channel>#<n>}:done        processors finished (TTL FILES_KEY_TTL)
+
+plus the chat ``<channel>`` (``rp:chat:{<channel>}:...``).
+
+Guarantees and limits: the bytes of file chunks held in Redis never exceed
+``limit`` (a file larger than the limit is refused before anything is written).
+The SHA-256 is checked when a file has been read: a mismatch or a missing chunk
+raises CorruptFile before ``flush`` and without reporting completion, so
+callbacks that must not count a corrupt file should buffer until ``flush``
+(``CountryVisits`` does). Delivery to each processor is at most once: a processor
+that dies in the middle of a file never finishes it, and the uploader then waits
+until ``wait_timeout`` (seconds) runs out, or for ever without one; the file
+keys expire after ``FILES_KEY_TTL`` seconds anyway. Times are seconds.
+"""
+
+import hashlib
+import itertools
+import json
+import os
+import re
+import time
+import zlib
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from redis import Redis
+
+from .. import lua
+from ..conf import app_settings
+from ..connection import get_redis
+from ..exceptions import (
+    ChatNotFound,
+    CorruptFile,
+    DistributionTimeout,
+    FileDistributionError,
+    FileTooLarge,
+    InvalidMessage,
+)
+from ..keys import component_pattern, make_key, scan_keys, validate_key_part
+from .chat import chat_members, create_chat, fetch_chat_messages, leave_chat, send_message
+
+COMPONENT = "files"
+SOURCE = "source"
+START, DONE = ":start", ":done"
+MAX_PROCESSORS = 1000
+GZIP_MAGIC = b"\x1f\x8b"
+# Decompressed bytes per zlib call, so a small block of a highly compressed file
+# never expands into one huge string.
+MAX_INFLATE = 1 << 20
+
+Progress = Callable[[int], object]
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """What the uploader announces about one file (the chat message, as JSON)."""
+
+    number: int
+    name: str
+    size: int
+    chunk_size: int
+    sha256: str
+    processors: int
+
+    @property
+    def chunks(self) -> int:
+        return -(-self.size // self.chunk_size)
+
+    def encode(self) -> str:
+        # ASCII escapes keep file names that are not UTF-8 (surrogates) representable.
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def decode(cls, text: str) -> "FileInfo":
+        return cls(**json.loads(text))
+
+
+@dataclass
+class UploadReport:
+    files: int = 0
+    bytes: int = 0
+    # The most bytes of chunks the uploader held in Redis at once.
+    most_held: int = 0
+
+
+@dataclass
+class ProcessReport:
+    files: int = 0
+    lines: int = 0
+    # Bytes read from Redis (compressed bytes for gzip files).
+    bytes: int = 0
+
+
+def processor_ids(count: int) -> list[str]:
+    """Return the chat member names of ``count`` processors: "0" … "count-1"."""
+    return [str(n) for n in range(count)]
+
+
+def file_keys(channel: str, number: int, chunks: int) -> tuple[str, list[str]]:
+    """Return the done-counter key and the chunk keys of file ``number`` of a channel."""
+    tag = f"{channel}#{number}"
+    chunk_keys = [make_key(COMPONENT, tag, "chunk", str(i)) for i in range(chunks)]
+    return make_key(COMPONENT, tag, "done"), chunk_keys
+
+
+def copy_logs_to_redis(
+    folder: str | os.PathLike,
+    channel: str,
+    *,
+    processors: int,
+    limit: int,
+    client: Redis | None = None,
+    chunk_size: int | None = None,
+    poll_interval: float = 0.1,
+    wait_timeout: float | None = None,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+) -> UploadReport:
+    """Distribute the files of ``folder`` (sorted by name) to ``processors`` processors.
+
+    Hold at most ``limit`` bytes of files in Redis; ``progress(n)`` is called
+    with the bytes of each chunk written. Raise DistributionTimeout when no
+    file is finished for ``wait_timeout`` seconds while waiting. Bad arguments,
+    a missing folder or a file larger than ``limit`` raise before anything is
+    written; a channel in use raises ChatExists. A failure or an interruption
+    (KeyboardInterrupt) after that deletes the channel's files and chat.
+    """
+    client = client if client is not None else get_redis()
+    channel = validate_key_part(channel, "channel")
+    processors = _count(processors, "processors", MAX_PROCESSORS)
+    limit = _count(limit, "limit")
+    chunk_size = _count(chunk_size or app_settings.FILES_CHUNK_SIZE, "chunk size")
+    files = _list_files(Path(folder), limit)
+    create_chat(SOURCE, processor_ids(processors), START, chat_id=channel, client=client)
+    report = UploadReport()
+    held: deque[tuple[str, int]] = deque()  # (done key, bytes) of files still in Redis
+
+    def wait_until(fits: Callable[[], bool]) -> None:
+        since = clock()
+        while not fits():
+            if _forget_finished(client, held):
+                since = clock()
+                continue
+            if wait_timeout is not None and clock() - since > wait_timeout:
+                raise DistributionTimeout(
+                    f"channel {channel!r}: no processor finished a file for {wait_timeout}s "
+                    f"({len(held)} file(s) still held in Redis)"
+                )
+            sleep(poll_interval)
+
+    try:
+        for number, (path, size) in enumerate(files, start=1):
+            wait_until(lambda size=size: sum(s for _, s in held) + size <= limit)
+            info = _upload(client, channel, number, path, size, chunk_size, processors, progress)
+            done_key, _ = file_keys(channel, number, 0)
+            held.append((done_key, info.size))
+            report.most_held = max(report.most_held, sum(s for _, s in held))
+            report.files += 1
+            report.bytes += info.size
+            send_message(channel, SOURCE, info.encode(), client=client)
+        send_message(channel, SOURCE, DONE, client=client)
+        wait_until(lambda: not held)
+    except BaseException:
+        # Interrupted (Ctrl-C) or failed: leave nothing behind; processors see the
+        # channel vanish and stop with an error.
+        delete_channel(channel, client=client)
+        raise
+    leave_chat(channel, SOURCE, client=client)
+    return report
+
+
+def process_logs_from_redis(
+    channel: str,
+    processor_id: str,
+    callback: Callable[[bytes], object],
+    flush: Callable[[str], object] | None = None,
+    *,
+    client: Redis | None = None,
+    block_size: int | None = None,
+    poll_interval: float = 0.1,
+    wait_timeout: float | None = None,
+    progress: Progress | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+) -> ProcessReport:
+    """Process every file announced on ``channel`` until its ``":done"``; return counts.
+
+    Wait for the channel to appear for at most ``wait_timeout`` seconds (for
+    ever without one). ``progress(n)`` is called with the bytes of each block
+    read. Raise NotChatMember for an id that is not one of the channel's
+    processors and CorruptFile for a file whose bytes do not check out.
+    """
+    client = client if client is not None else get_redis()
+    channel = validate_key_part(channel, "channel")
+    processor_id = validate_key_part(processor_id, "processor id")
+    block_size = _count(block_size or app_settings.FILES_BLOCK_SIZE, "block size")
+    report = ProcessReport()
+    started = clock()
+    joined = False
+    while True:
+        try:
+            messages = fetch_chat_messages(channel, processor_id, client=client)
+        except ChatNotFound:
+            if joined:
+                raise FileDistributionError(
+                    f"channel {channel!r} was deleted before its end (upload aborted?)"
+                ) from None
+            if wait_timeout is not None and clock() - started > wait_timeout:
+                raise DistributionTimeout(
+                    f"channel {channel!r} did not appear within {wait_timeout}s"
+                ) from None
+            sleep(poll_interval)
+            continue
+        joined = True
+        for message in messages:
+            if message.sender != SOURCE or message.text == START:
+                continue
+            if message.text == DONE:
+                leave_chat(channel, processor_id, client=client)
+                return report
+            info = FileInfo.decode(message.text)
+            done_key, chunk_keys = file_keys(channel, info.number, info.chunks)
+            blocks = read_blocks(client, info, chunk_keys, block_size)
+            for line in split_lines(decompress(_counted(blocks, report, progress), info.name)):
+                callback(line)
+                report.lines += 1
+            if flush is not None:
+                flush(info.name)
+            lua.script(client, "files_done")(keys=[done_key, *chunk_keys], args=[info.processors])
+            report.files += 1
+        if not messages:
+            sleep(poll_interval)
+
+
+def read_blocks(
+    client: Redis, info: FileInfo, chunk_keys: list[str], block_size: int
+) -> Iterator[bytes]:
+    """Yield a stored file's bytes in blocks of at most ``block_size`` (GETRANGE).
+
+    After the last block, raise CorruptFile if a chunk is missing or short or
+    the SHA-256 differs from the announced one.
+    """
+    digest = hashlib.sha256()
+    for index, key in enumerate(chunk_keys):
+        length = min(info.chunk_size, info.size - index * info.chunk_size)
+        for start in range(0, length, block_size):
+            end = min(start + block_size, length)
+            block = client.getrange(key, start, end - 1)
+            if len(block) != end - start:
+                raise CorruptFile(
+                    info.name,
+                    f"chunk {index} holds {start + len(block)} bytes where {length} were "
+                    "written (deleted, expired or truncated)",
+                )
+            digest.update(block)
+            yield block
+    if digest.hexdigest() != info.sha256:
+        raise CorruptFile(info.name, "SHA-256 mismatch: the bytes in Redis were altered")
+
+
+def decompress(blocks: Iterable[bytes], name: str) -> Iterator[bytes]:
+    """Yield the bytes of ``blocks``, gunzipped if they start with the gzip magic bytes."""
+    blocks = iter(blocks)
+    head = b""
+    while len(head) < len(GZIP_MAGIC):
+        block = next(blocks, None)
+        if block is None:
+            break
+        head += block
+    rest = itertools.chain([head], blocks)
+    if head.startswith(GZIP_MAGIC):
+        return gunzip(rest, name)
+    return (block for block in rest if block)
+
+
+def gunzip(blocks: Iterable[bytes], name: str) -> Iterator[bytes]:
+    """Decompress gzip data incrementally; any number of members, any header fields.
+
+    Zero bytes padding the end (as tape-blocked files have) are ignored; other
+    trailing data, corrupt or truncated data raise CorruptFile.
+    """
+    decoder = None
+    for block in blocks:
+        data = block
+        while True:
+            if decoder is None:
+                if not data.strip(b"\0"):
+                    break  # nothing, or the zeros padding the end of a file
+                decoder = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+            try:
+                out = decoder.decompress(data, MAX_INFLATE)
+            except zlib.error as exc:
+                raise CorruptFile(name, f"bad gzip data: {exc}") from None
+            if out:
+                yield out
+            if decoder.eof:
+                data, decoder = decoder.unused_data, None  # the next member, if any
+                continue
+            data = decoder.unconsumed_tail
+            if not data and len(out) < MAX_INFLATE:
+                break  # needs the next block
+    if decoder is not None:
+        raise CorruptFile(name, "gzip data ends in the middle of a member (truncated)")
+
+
+def split_lines(blocks: Iterable[bytes]) -> Iterator[bytes]:
+    """Yield the lines of a stream of blocks, each with its ``b"\\n"``.
+
+    A line may span any number of blocks; a last line without a newline is
+    yielded as it is; only ``b"\\n"`` ends a line (``b"\\r"`` is data).
+    """
+    partial: list[bytes] = []
+    for block in blocks:
+        if b"\n" not in block:
+            if block:
+                partial.append(block)
+            continue
+        lines = block.split(b"\n")
+        first = lines[0]
+        if partial:
+            partial.append(first)
+            first = b"".join(partial)
+            partial = []
+        yield first + b"\n"
+        for line in lines[1:-1]:
+            yield line + b"\n"
+        if lines[-1]:
+            partial.append(lines[-1])
+    if partial:
+        yield b"".join(partial)
+
+
+def delete_channel(channel: str, *, client: Redis | None = None) -> int:
+    """Delete a channel's files and chat (after an aborted upload); return keys deleted."""
+    client = client if client is not None else get_redis()
+    channel = validate_key_part(channel, "channel")
+    prefix = component_pattern(COMPONENT)[:-1]
+    deleted = 0
+    for key in scan_keys(client, f"{prefix}{{{channel}#*"):
+        deleted += client.delete(key)
+    try:
+        members = chat_members(channel, client=client)
+    except ChatNotFound:
+        return deleted
+    for member in members:
+        try:
+            leave_chat(channel, member, client=client)
+        except ChatNotFound:
+            break
+    return deleted
+
+
+class CountryVisits:
+    """Visits per country per day from log lines ``<IPv4 address> <YYYY-MM-DD> ...``.
+
+    Use the instance as the line callback and ``flush`` as the per-file flush:
+    counts stay in the process until ``flush`` adds them to Redis in one
+    pipeline, so a file that fails its checksum adds nothing. ``locate`` maps
+    an address to a country code or None (counted as ``"--"``); the default
+    is the IP-to-city lookup. Lines that do not parse are counted in ``skipped``.
+    Keys: ``rp:visits:{<day>}:countries`` zset country -> visits.
+    """
+
+    UNKNOWN = "--"
+    _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+    def __init__(
+        self, locate: Callable[[str], str | None] | None = None, *, client: Redis | None = None
+    ) -> None:
+        self.locate = locate if locate is not None else locate_country
+        self.client = client if client is not None else get_redis()
+        self.pending: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        self.skipped = 0
+
+    def __call__(self, line: bytes) -> None:
+        fields = line.split(None, 2)
+        try:
+            ip, day = fields[0].decode("ascii"), fields[1].decode("ascii")
+        except (IndexError, UnicodeDecodeError):
+            self.skipped += 1
+            return
+        if not self._DAY.fullmatch(day):
+            self.skipped += 1
+            return
+        try:
+            country = self.locate(ip) or self.UNKNOWN
+        except ValueError:
+            self.skipped += 1
+            return
+        self.pending[day][country] += 1
+
+    def flush(self, name: str | None = None) -> None:
+        """Add the counts gathered since the last flush to Redis."""
+        if not self.pending:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for day, countries in self.pending.items():
+            for country, visits in countries.items():
+                pipe.zincrby(self.key(day), visits, country)
+        pipe.execute()
+        self.pending.clear()
+
+    def discard(self) -> None:
+        """Forget the counts gathered since the last flush."""
+        self.pending.clear()
+
+    def counts(self, day: str) -> dict[str, int]:
+        """Return the visits per country stored for ``day``."""
+        return {
+            country.decode(): int(visits)
+            for country, visits in self.client.zrange(self.key(day), 0, -1, withscores=True)
+        }
+
+    @classmethod
+    def key(cls, day: str) -> str:
+        if not isinstance(day, str) or not cls._DAY.fullmatch(day):
+            raise InvalidMessage("day", f"must be YYYY-MM-DD, got {day!r}")
+        return make_key("visits", day, "countries")
+
+
+def locate_country(ip: str) -> str | None:
+    """Return the country code of ``ip`` from the IP-to-city lookup, or None."""
+    from . import geoip
+
+    city = geoip.find_city(ip)
+    return city.country if city is not None else None
+
+
+def _list_files(folder: Path, limit: int) -> list[tuple[Path, int]]:
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is not a folder")
+    files = []
+    for path in sorted(folder.iterdir()):
+        if path.is_file():
+            size = path.stat().st_size
+            if size > limit:
+                raise FileTooLarge(str(path), size, limit)
+            files.append((path, size))
+    return files
+
+
+def _upload(client, channel, number, path, size, chunk_size, processors, progress) -> FileInfo:
+    """Write one file's chunks and its done counter; return what to announce.
+
+    Copy the ``size`` bytes the file had when listed, so a growing log cannot
+    push the bytes held past the limit.
+    """
+    ttl = app_settings.FILES_KEY_TTL
+    digest = hashlib.sha256()
+    done_key, chunk_keys = file_keys(channel, number, -(-size // chunk_size))
+    with path.open("rb") as source:
+        for index, key in enumerate(chunk_keys):
+            wanted = min(chunk_size, size - index * chunk_size)
+            chunk = source.read(wanted)
+            if len(chunk) != wanted:
+                raise FileDistributionError(f"{path} shrank while it was being copied")
+            digest.update(chunk)
+            client.set(key, chunk, ex=ttl)
+            if progress is not None:
+                progress(len(chunk))
+    client.set(done_key, 0, ex=ttl)
+    return FileInfo(number, path.name, size, chunk_size, digest.hexdigest(), processors)
+
+
+def _forget_finished(client, held: deque) -> bool:
+    """Drop from ``held`` the files whose keys the last processor deleted."""
+    if not held:
+        return False
+    pipe = client.pipeline(transaction=False)
+    for done_key, _ in held:
+        pipe.exists(done_key)
+    finished = [entry for entry, exists in zip(held, pipe.execute(), strict=True) if not exists]
+    for entry in finished:
+        held.remove(entry)
+    return bool(finished)
+
+
+def _counted(blocks: Iterable[bytes], report: ProcessReport, progress) -> Iterator[bytes]:
+    for block in blocks:
+        report.bytes += len(block)
+        if progress is not None:
+            progress(len(block))
+        yield block
+
+
+def _count(value: object, name: str, most: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidMessage(name, f"must be an int >= 1, got {value!r}")
+    if most is not None and value > most:
+        raise InvalidMessage(name, f"must be at most {most}, got {value}")
+    return value
