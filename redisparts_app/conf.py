@@ -76,6 +76,18 @@ DEFAULTS: dict[str, Any] = {
     "MARKET_LOCK_WAIT": 10.0,
     # Seconds rp_backup waits for BGSAVE to finish.
     "BACKUP_TIMEOUT": 600.0,
+    # Logs: entries kept per recent log (one per name and severity).
+    "LOG_RECENT_LIMIT": 100,
+    # Logs: longer messages are cut to this many characters before they are stored.
+    "LOG_MAX_MESSAGE_LENGTH": 4000,
+    # Logs: seconds a recent log lives after its last entry (abandoned names disappear).
+    "LOG_RECENT_TTL": 7 * 86400,
+    # Counters: bucket sizes in seconds; every update increments one bucket of each.
+    "COUNTER_PRECISIONS": [1, 5, 60, 300, 3600, 18000, 86400],
+    # Counters: samples (buckets) kept per precision by the cleaner (rp_clean_counters).
+    "COUNTER_SAMPLES": 120,
+    # Response times: views kept in the slowest-views ranking.
+    "SLOWEST_VIEWS_LIMIT": 100,
 }
 
 

@@ -268,3 +268,15 @@ class LogProgressConflict(RedisPartsError):
 
 class BackupError(RedisPartsError):
     """A snapshot could not be taken, found or copied."""
+
+
+class InvalidLogEntry(RedisPartsError, ValueError):
+    """A log name, severity or message was refused before reaching Redis."""
+
+
+class InvalidCounter(RedisPartsError, ValueError):
+    """A counter name, count or precision was refused before reaching Redis."""
+
+
+class InvalidStatistic(RedisPartsError, ValueError):
+    """A statistics context, type or value was refused before reaching Redis."""

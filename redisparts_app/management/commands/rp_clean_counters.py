@@ -1,0 +1,86 @@
+import signal
+import threading
+import time
+
+import redis
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from redisparts_app.connection import get_redis
+from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.services.counters import (
+    CleanReport,
+    clean_counters,
+    index_size,
+    precisions,
+    sample_count,
+)
+
+
+class Command(BaseCommand):
+    help = (
+        "Trim every counter to REDISPARTS['COUNTER_SAMPLES'] samples per precision and "
+        "forget empty counters, once (--once) or every --interval seconds until stopped."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--interval",
+            type=float,
+            default=60.0,
+            help="seconds between the starts of two passes (default 60)",
+        )
+        parser.add_argument("--once", action="store_true", help="run one pass and exit")
+
+    def handle(self, *args, interval: float, once: bool, verbosity: int, **options):
+        if not interval > 0:
+            raise CommandError(
+                f"--interval must be a positive number of seconds, got {interval}", returncode=2
+            )
+        try:
+            precisions()
+            sample_count()
+            client = get_redis()
+            client.ping()
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc), returncode=2) from exc
+        except (redis.RedisError, RedisPartsError) as exc:
+            raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
+
+        stop = threading.Event()
+        # Signal handlers can only be set from the main thread.
+        in_main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) if in_main else None
+        try:
+            pass_number = 0
+            while True:
+                started = time.monotonic()
+                report = self._pass(client, pass_number, interval, verbosity)
+                if verbosity >= 1:
+                    self.stdout.write(
+                        f"Pass {pass_number}: checked {report.checked}, trimmed "
+                        f"{report.trimmed} samples, forgot {report.forgotten} counters."
+                    )
+                pass_number += 1
+                if once or stop.wait(max(0.0, interval - (time.monotonic() - started))):
+                    break
+        except KeyboardInterrupt:
+            self.stdout.write("Interrupted; stopping.")
+        except redis.RedisError as exc:
+            raise CommandError(f"Redis failed during cleaning: {exc}", returncode=3) from exc
+        finally:
+            if in_main:
+                signal.signal(signal.SIGTERM, previous)
+
+    def _pass(self, client, pass_number: int, interval: float, verbosity: int) -> CleanReport:
+        with tqdm(
+            total=index_size(client=client),
+            desc=f"pass {pass_number}",
+            unit="counter",
+            disable=None if verbosity >= 1 else True,  # None: only on a terminal
+            leave=False,
+        ) as bar:
+            return clean_counters(
+                client=client, pass_number=pass_number, interval=interval, progress=bar.update
+            )

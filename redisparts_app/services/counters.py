@@ -1,0 +1,215 @@
+"""Event counters at several precisions, and the cleaner that bounds them.
+
+``update_counter("hits")`` adds to one bucket per precision in
+``REDISPARTS["COUNTER_PRECISIONS"]`` (seconds: 1, 5, 60, 300, 3600, 18000, 86400); a
+bucket is named by its start, ``int(now // precision) * precision`` in epoch seconds.
+``get_counter("hits", 60)`` returns the ``(bucket start, count)`` series, oldest first.
+
+Keys::
+
+    rp:counter:{<name>}:<precision>   hash bucket start -> count, one per precision
+    rp:counters:{index}:known         zset of "<precision>:<name>" (score: precision)
+
+All the hashes of one counter share the ``{<name>}`` tag; the index lives in its own slot.
+An update is one non-transactional pipeline: the HINCRBYs and EXPIREs first, then one ZADD
+to the index — a single round trip on a plain Redis. On a Redis Cluster redis-py splits the
+pipeline per node, so the index write may reach its node before the increments reach theirs
+(see the cleaner's guarantee below). Each hash expires ``precision * (COUNTER_SAMPLES + 1)``
+seconds after its last update, so an abandoned counter disappears on its own.
+
+``clean_counters()`` (run by ``manage.py rp_clean_counters``) keeps the newest
+``COUNTER_SAMPLES`` buckets of each hash (one Lua script per hash, atomic, so no increment
+of a kept bucket is lost) and forgets counters whose hashes are empty. Forgetting never
+races a new write away: the cleaner removes the index entry first, then looks at the hash
+again and puts the entry back if a write arrived meanwhile. Since a writer adds to the
+hash before it adds to the index, every write either lands before that second look (and
+the entry is restored) or its ZADD lands after the removal. On a Cluster the two writes of
+a pipeline are not ordered; the window is the gap between them inside one pipeline call.
+"""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.core.exceptions import ImproperlyConfigured
+from redis import Redis
+
+from .. import lua
+from ..conf import app_settings
+from ..connection import get_redis
+from ..exceptions import InvalidCounter, InvalidKeyPart
+from ..keys import make_key, validate_key_part
+
+# Beyond 2**53 counts lose integer precision in JSON and JavaScript charts.
+MAX_COUNT = 2**53
+
+
+@dataclass
+class CleanReport:
+    """What one pass of the cleaner did."""
+
+    checked: int = 0  # counter hashes looked at
+    trimmed: int = 0  # samples deleted
+    forgotten: int = 0  # index entries removed (empty counters)
+
+
+def precisions() -> list[int]:
+    """Return the configured precisions (seconds), smallest first; validate them."""
+    values = app_settings.COUNTER_PRECISIONS
+    if (
+        not isinstance(values, list | tuple)
+        or not values
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
+    ):
+        raise ImproperlyConfigured(
+            f"REDISPARTS['COUNTER_PRECISIONS'] must be a non-empty list of positive "
+            f"integers (seconds), got {values!r}"
+        )
+    return sorted(set(values))
+
+
+def sample_count() -> int:
+    """Return COUNTER_SAMPLES, the buckets the cleaner keeps per precision."""
+    value = app_settings.COUNTER_SAMPLES
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ImproperlyConfigured(
+            f"REDISPARTS['COUNTER_SAMPLES'] must be a positive integer, got {value!r}"
+        )
+    return value
+
+
+def update_counter(
+    name: str,
+    count: int = 1,
+    *,
+    client: Redis | None = None,
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """Add ``count`` (may be negative) to the current bucket of every precision of ``name``.
+
+    The time comes from ``clock`` (epoch seconds). One pipelined round trip.
+    """
+    name = _validate_name(name)
+    if isinstance(count, bool) or not isinstance(count, int) or abs(count) > MAX_COUNT:
+        raise InvalidCounter(f"count must be an integer of at most 2**53, got {count!r}")
+    client = client if client is not None else get_redis()
+    now = clock()
+    samples = sample_count()
+    pipe = client.pipeline(transaction=False)
+    members = {}
+    for precision in precisions():
+        key = counter_key(name, precision)
+        pipe.hincrby(key, int(now // precision) * precision, count)
+        pipe.expire(key, precision * (samples + 1))
+        members[_member(name, precision)] = precision
+    # After the increments: the cleaner's guarantee relies on this order.
+    pipe.zadd(index_key(), members)
+    pipe.execute()
+
+
+def get_counter(name: str, precision: int, *, client: Redis | None = None) -> list[tuple[int, int]]:
+    """Return the ``(bucket start, count)`` samples of ``name`` at ``precision``, oldest first."""
+    name = _validate_name(name)
+    if precision not in precisions():
+        raise InvalidCounter(
+            f"precision must be one of {precisions()} (seconds), got {precision!r}"
+        )
+    client = client if client is not None else get_redis()
+    data = client.hgetall(counter_key(name, precision))
+    return sorted((int(start), int(value)) for start, value in data.items())
+
+
+def known_counters(*, client: Redis | None = None) -> dict[str, list[int]]:
+    """Return the indexed counters: name -> precisions (seconds), both sorted."""
+    client = client if client is not None else get_redis()
+    found: dict[str, list[int]] = {}
+    for member, _score in client.zscan_iter(index_key(), count=500):
+        parsed = _parse_member(member)
+        if parsed is not None:
+            found.setdefault(parsed[1], []).append(parsed[0])
+    return {name: sorted(found[name]) for name in sorted(found)}
+
+
+def clean_counters(
+    *,
+    client: Redis | None = None,
+    clock: Callable[[], float] = time.time,
+    pass_number: int = 0,
+    interval: float = 60.0,
+    progress: Callable[[int], None] | None = None,
+) -> CleanReport:
+    """Run one cleaning pass over the indexed counters and return what it did.
+
+    A precision of ``p`` seconds is cleaned on passes where ``pass_number`` is a multiple
+    of ``p // interval`` (every pass when ``p <= interval``), so a cleaner looping every
+    ``interval`` seconds does not rescan daily counters every minute. ``progress`` is
+    called with 1 after each index entry.
+    """
+    client = client if client is not None else get_redis()
+    samples = sample_count()
+    trim = lua.script(client, "counter_trim")
+    report = CleanReport()
+    index = index_key()
+    # ZSCAN returns every entry present for the whole scan, even while others change.
+    for member, _score in client.zscan_iter(index, count=500):
+        parsed = _parse_member(member)
+        if parsed is None:
+            client.zrem(index, member)  # not written by this module
+        elif pass_number % max(1, int(parsed[0] // interval)) == 0:
+            precision, name = parsed
+            key = counter_key(name, precision)
+            bucket = int(clock() // precision) * precision
+            cutoff = bucket - (samples - 1) * precision
+            deleted, left = trim(keys=[key], args=[cutoff])
+            report.checked += 1
+            report.trimmed += int(deleted)
+            if int(left) == 0:
+                report.forgotten += _forget(client, index, member, key, precision)
+        if progress is not None:
+            progress(1)
+    return report
+
+
+def index_size(*, client: Redis | None = None) -> int:
+    """Return the number of index entries (counter hashes known to the cleaner)."""
+    client = client if client is not None else get_redis()
+    return int(client.zcard(index_key()))
+
+
+def counter_key(name: str, precision: int) -> str:
+    """Return the hash key of counter ``name`` (already validated) at ``precision``."""
+    return make_key("counter", name, str(precision))
+
+
+def index_key() -> str:
+    """Return the key of the known-counters index."""
+    return make_key("counters", "index", "known")
+
+
+def _forget(client: Redis, index: str, member: bytes, key: str, precision: int) -> int:
+    """Remove an empty counter from the index unless a write arrived; return 1 if removed."""
+    client.zrem(index, member)
+    # A write that reached the hash before this look is re-indexed here; a later one
+    # re-adds the entry itself with its ZADD, which follows its increment.
+    if client.exists(key):
+        client.zadd(index, {member: precision})
+        return 0
+    return 1
+
+
+def _member(name: str, precision: int) -> str:
+    return f"{precision}:{name}"
+
+
+def _parse_member(member: bytes) -> tuple[int, str] | None:
+    precision, _, name = member.decode("utf-8", "replace").partition(":")
+    if not precision.isdigit() or not name or int(precision) < 1:
+        return None
+    return int(precision), name
+
+
+def _validate_name(name: str) -> str:
+    try:
+        return validate_key_part(name, "counter name")
+    except (InvalidKeyPart, TypeError) as exc:
+        raise InvalidCounter(str(exc)) from exc

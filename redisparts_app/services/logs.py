@@ -1,0 +1,285 @@
+"""Recent and common logs in Redis, and a logging.Handler that feeds them.
+
+Per log name and severity (debug, info, warning, error, critical):
+
+- the recent log keeps the newest ``REDISPARTS["LOG_RECENT_LIMIT"]`` entries (100),
+  each with its time (epoch seconds, float); it expires ``LOG_RECENT_TTL`` seconds after
+  its last entry;
+- the common log counts each distinct message during the current clock hour (UTC hours
+  from the epoch); the first entry of a new hour moves the current hour's counts to
+  ``:last`` inside the same Lua script, so the rotation is atomic and the previous hour
+  stays readable for one more hour. Both expire two hours after their last entry.
+
+Keys (one hash tag per log name, so each script stays in one Cluster slot)::
+
+    rp:log:{<name>}:recent:<severity>          list of JSON entries, newest first
+    rp:log:{<name>}:common:<severity>          zset message -> count, current hour
+    rp:log:{<name>}:common:<severity>:last     zset, previous hour
+    rp:log:{<name>}:common:<severity>:start    hour start (epoch seconds) of the zset
+    rp:log:{<name>}:common:<severity>:pstart   hour start of :last
+
+Messages longer than ``LOG_MAX_MESSAGE_LENGTH`` characters are cut (with a trailing "…")
+rather than refused, so a huge traceback is still logged. Every write is one round trip.
+``RedisLogHandler`` never raises into the code that logs: a Redis failure goes to
+``Handler.handleError`` (a traceback on stderr when ``logging.raiseExceptions`` is true),
+and records logged while the handler itself talks to Redis (redis-py's own logging) are
+dropped instead of recursing.
+"""
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from redis import Redis
+
+from .. import lua
+from ..conf import app_settings
+from ..connection import get_redis
+from ..exceptions import InvalidKeyPart, InvalidLogEntry
+from ..keys import make_key, validate_key_part
+
+SEVERITIES = ("debug", "info", "warning", "error", "critical")
+_LEVELS = (
+    (logging.CRITICAL, "critical"),
+    (logging.ERROR, "error"),
+    (logging.WARNING, "warning"),
+    (logging.INFO, "info"),
+)
+_ALIASES = {"warn": "warning", "fatal": "critical"}
+HOUR = 3600
+# The :last zset must outlive the whole next hour: two hours after the last write.
+COMMON_TTL = 2 * HOUR
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One recent-log entry: ``time`` in epoch seconds and the message."""
+
+    time: float
+    message: str
+
+
+def normalize_severity(severity: int | str) -> str:
+    """Return the severity name for a logging level or a name, or raise InvalidLogEntry.
+
+    Levels between the standard ones round down (25 -> "info", 5 -> "debug").
+    """
+    if isinstance(severity, bool):
+        raise InvalidLogEntry(f"severity must be a logging level or a name, got {severity!r}")
+    if isinstance(severity, int):
+        return next((name for level, name in _LEVELS if severity >= level), "debug")
+    if isinstance(severity, str):
+        name = severity.strip().lower()
+        name = _ALIASES.get(name, name)
+        if name in SEVERITIES:
+            return name
+    raise InvalidLogEntry(
+        f"severity must be a logging level or one of {', '.join(SEVERITIES)}, got {severity!r}"
+    )
+
+
+def log_recent(
+    name: str,
+    message: str,
+    severity: int | str = logging.INFO,
+    *,
+    client: Redis | None = None,
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """Push ``message`` onto the recent log of ``name`` and ``severity``.
+
+    Keeps the newest LOG_RECENT_LIMIT entries. One MULTI round trip.
+    Keys: rp:log:{name}:recent:<severity>.
+    """
+    name, severity, message = _validate(name, severity, message)
+    client = client if client is not None else get_redis()
+    key = _recent_key(name, severity)
+    entry = _entry_json(clock(), message)
+    pipe = client.pipeline(transaction=True)
+    pipe.lpush(key, entry)
+    pipe.ltrim(key, 0, _recent_limit() - 1)
+    pipe.expire(key, _recent_ttl())
+    pipe.execute()
+
+
+def log_common(
+    name: str,
+    message: str,
+    severity: int | str = logging.INFO,
+    *,
+    client: Redis | None = None,
+    clock: Callable[[], float] = time.time,
+) -> int:
+    """Count ``message`` in the common log of this hour and push it onto the recent log.
+
+    The hour comes from ``clock`` (epoch seconds). Return the message's count in the
+    current hour. One round trip (the log_common Lua script).
+    Keys: rp:log:{name}:common:<severity>[:last|:start|:pstart], rp:log:{name}:recent:<severity>.
+    """
+    name, severity, message = _validate(name, severity, message)
+    client = client if client is not None else get_redis()
+    now = clock()
+    hour = int(now // HOUR) * HOUR
+    common = _common_key(name, severity)
+    keys = [common, f"{common}:last", f"{common}:start", f"{common}:pstart"]
+    keys.append(_recent_key(name, severity))
+    args = [message, hour, _entry_json(now, message), _recent_limit(), COMMON_TTL, _recent_ttl()]
+    return int(lua.script(client, "log_common")(keys=keys, args=args))
+
+
+def recent(
+    name: str,
+    severity: int | str = logging.INFO,
+    limit: int | None = None,
+    *,
+    client: Redis | None = None,
+) -> list[LogEntry]:
+    """Return up to ``limit`` (default all kept) recent entries, newest first."""
+    name = _validate_name(name)
+    severity = normalize_severity(severity)
+    limit = _validate_limit(limit)
+    client = client if client is not None else get_redis()
+    raw = client.lrange(_recent_key(name, severity), 0, -1 if limit is None else limit - 1)
+    entries = []
+    for item in raw:
+        data = json.loads(item)
+        entries.append(LogEntry(time=float(data["t"]), message=data["m"]))
+    return entries
+
+
+def common(
+    name: str,
+    severity: int | str = logging.INFO,
+    limit: int | None = None,
+    previous: bool = False,
+    *,
+    client: Redis | None = None,
+    clock: Callable[[], float] = time.time,
+) -> list[tuple[str, int]]:
+    """Return ``(message, count)`` pairs of this hour (or the previous one), most common first.
+
+    The hour comes from ``clock``; a log not written since the hour changed is read as it
+    would be after its rotation, so a quiet hour reads as empty. One MULTI round trip.
+    """
+    name = _validate_name(name)
+    severity = normalize_severity(severity)
+    limit = _validate_limit(limit)
+    client = client if client is not None else get_redis()
+    hour = int(clock() // HOUR) * HOUR
+    wanted = hour - HOUR if previous else hour
+    key = _common_key(name, severity)
+    stop = -1 if limit is None else limit - 1
+    pipe = client.pipeline(transaction=True)
+    pipe.get(f"{key}:start")
+    pipe.zrevrange(key, 0, stop, withscores=True)
+    pipe.get(f"{key}:pstart")
+    pipe.zrevrange(f"{key}:last", 0, stop, withscores=True)
+    start, current, pstart, last = pipe.execute()
+    if start is not None and int(start) == wanted:
+        rows = current
+    elif pstart is not None and int(pstart) == wanted:
+        rows = last
+    else:
+        rows = []
+    return [(member.decode(), int(score)) for member, score in rows]
+
+
+class RedisLogHandler(logging.Handler):
+    """Send log records to the recent log (and, with ``common=True``, the common log).
+
+    ``name`` is the log name (a key part, e.g. "django"); the record's level picks the
+    severity; the message is the handler's formatted record. Usable from Django's
+    ``LOGGING``::
+
+        "handlers": {"redis": {"class": "redisparts_app.services.logs.RedisLogHandler",
+                               "name": "django", "level": "WARNING"}}
+
+    ``client`` defaults to ``get_redis()`` at each record, so settings changes apply.
+    """
+
+    # Per thread: set while emit() talks to Redis, so records logged meanwhile
+    # (by redis-py, django-redis or another handler) are dropped, not re-entered.
+    _busy = threading.local()
+
+    def __init__(
+        self,
+        name: str = "django",
+        level: int | str = logging.NOTSET,
+        *,
+        common: bool = True,
+        client: Redis | None = None,
+    ) -> None:
+        super().__init__(level)
+        try:
+            self.log_name = validate_key_part(name, "log name")
+        except (InvalidKeyPart, TypeError) as exc:
+            raise InvalidLogEntry(str(exc)) from exc
+        self.common = common
+        self.client = client
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(self._busy, "active", False):
+            return
+        self._busy.active = True
+        try:
+            write = log_common if self.common else log_recent
+            write(
+                self.log_name,
+                self.format(record),
+                record.levelno,
+                client=self.client,
+                clock=lambda: record.created,
+            )
+        except Exception:
+            self.handleError(record)
+        finally:
+            self._busy.active = False
+
+
+def _validate(name: str, severity: int | str, message: str) -> tuple[str, str, str]:
+    name = _validate_name(name)
+    severity = normalize_severity(severity)
+    if not isinstance(message, str):
+        raise InvalidLogEntry(f"message must be a string, got {type(message).__name__}")
+    limit = app_settings.LOG_MAX_MESSAGE_LENGTH
+    if len(message) > limit:
+        message = message[: limit - 1] + "…"
+    return name, severity, message
+
+
+def _validate_name(name: str) -> str:
+    try:
+        return validate_key_part(name, "log name")
+    except (InvalidKeyPart, TypeError) as exc:
+        raise InvalidLogEntry(str(exc)) from exc
+
+
+def _validate_limit(limit: int | None) -> int | None:
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidLogEntry(f"limit must be a positive integer, got {limit!r}")
+    return limit
+
+
+def _recent_limit() -> int:
+    return int(app_settings.LOG_RECENT_LIMIT)
+
+
+def _recent_ttl() -> int:
+    return int(app_settings.LOG_RECENT_TTL)
+
+
+def _entry_json(now: float, message: str) -> str:
+    return json.dumps({"t": now, "m": message}, ensure_ascii=False)
+
+
+def _recent_key(name: str, severity: str) -> str:
+    return make_key("log", name, "recent", severity)
+
+
+def _common_key(name: str, severity: str) -> str:
+    return make_key("log", name, "common", severity)

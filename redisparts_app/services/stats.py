@@ -1,0 +1,235 @@
+"""Running statistics per hour (count, sum, sum of squares, min, max) and response times.
+
+``update_stats("checkout", "amount", 12.5)`` adds a value to the statistics of the current
+clock hour (UTC hours from the epoch); ``get_stats("checkout", "amount")`` returns a
+``Stats`` with ``mean``, ``stddev`` (sample standard deviation, n - 1, like
+``statistics.stdev``) and ``pstddev`` (population, like ``statistics.pstdev``).
+
+The update is one Lua script (``stats_update``): it moves the previous hour's hash to
+``:last`` when the hour changed and then updates every field, atomically, in one round
+trip — instead of the WATCH loop and the two temporary sorted sets merged with ZUNIONSTORE
+MIN/MAX, whose random temporary keys would sit in other Cluster slots and leak if a client
+died between the union and the DEL. Sums use HINCRBYFLOAT (long double on the server).
+Values are finite floats of magnitude at most 1e100. The standard deviation comes from
+sums of squares, so it loses precision when it is tiny next to the mean (relative error
+about 1e-8 x mean / stddev).
+
+Keys::
+
+    rp:stats:{<context>}:<kind>         hash hour, count, sum, sumsq, min, max (this hour)
+    rp:stats:{<context>}:<kind>:last    the same for the previous hour
+    rp:stats_rank:{access_time}:slowest zset view -> average response time this hour
+
+Both hashes expire two hours after their last update. Response times are in seconds.
+``access_time(view)`` (context manager and decorator) and
+``redisparts_app.timing.ResponseTimeMiddleware`` record them under the kind
+``access_time`` and keep the ``SLOWEST_VIEWS_LIMIT`` slowest views ranked by their
+average. Recording a response time never raises a Redis error: it is logged and dropped.
+"""
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import redis
+from redis import Redis
+
+from .. import lua
+from ..conf import app_settings
+from ..connection import get_redis
+from ..exceptions import InvalidKeyPart, InvalidStatistic
+from ..keys import make_key, validate_key_part
+
+logger = logging.getLogger("redisparts.stats")
+
+HOUR = 3600
+# :last must outlive the whole next hour: two hours after the last write.
+STATS_TTL = 2 * HOUR
+MAX_VALUE = 1e100
+ACCESS_TIME = "access_time"
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Statistics of one hour; ``hour`` is its start in epoch seconds."""
+
+    hour: int
+    count: int
+    sum: float
+    sumsq: float
+    min: float
+    max: float
+
+    @property
+    def mean(self) -> float:
+        return self.sum / self.count
+
+    @property
+    def stddev(self) -> float:
+        """Sample standard deviation (n - 1); 0 for a single value."""
+        if self.count < 2:
+            return 0.0
+        return math.sqrt(self._squares() / (self.count - 1))
+
+    @property
+    def pstddev(self) -> float:
+        """Population standard deviation (n)."""
+        return math.sqrt(self._squares() / self.count)
+
+    def _squares(self) -> float:
+        # Rounding can push the difference slightly below zero.
+        return max(0.0, self.sumsq - self.sum * self.sum / self.count)
+
+
+def update_stats(
+    context: str,
+    kind: str,
+    value: float,
+    *,
+    client: Redis | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Stats:
+    """Add ``value`` to the statistics of ``context``/``kind`` for this hour; return them.
+
+    The hour comes from ``clock`` (epoch seconds). One round trip (a Lua script).
+    """
+    context, kind = _validate_names(context, kind)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidStatistic(f"value must be a number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value) or abs(value) > MAX_VALUE:
+        raise InvalidStatistic(f"value must be finite and at most 1e100 in size, got {value!r}")
+    client = client if client is not None else get_redis()
+    hour = int(clock() // HOUR) * HOUR
+    key = stats_key(context, kind)
+    raw = lua.script(client, "stats_update")(
+        keys=[key, f"{key}:last"], args=[repr(value), repr(value * value), hour, STATS_TTL]
+    )
+    fields = dict(zip(raw[::2], raw[1::2], strict=True))
+    return _parse(fields)
+
+
+def get_stats(
+    context: str,
+    kind: str,
+    *,
+    previous: bool = False,
+    client: Redis | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Stats | None:
+    """Return the statistics of this hour (or the previous one), or None when there are none.
+
+    The hour comes from ``clock``; statistics not updated since the hour changed are read
+    as they would be after their rollover. One MULTI round trip.
+    """
+    context, kind = _validate_names(context, kind)
+    client = client if client is not None else get_redis()
+    hour = int(clock() // HOUR) * HOUR
+    wanted = hour - HOUR if previous else hour
+    key = stats_key(context, kind)
+    pipe = client.pipeline(transaction=True)
+    pipe.hgetall(key)
+    pipe.hgetall(f"{key}:last")
+    for fields in pipe.execute():
+        if fields and int(fields[b"hour"]) == wanted:
+            return _parse(fields)
+    return None
+
+
+def record_access_time(
+    view: str,
+    seconds: float,
+    *,
+    client: Redis | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Stats:
+    """Record one response time of ``view`` and rank the view by its average this hour.
+
+    Two round trips: the statistics script, then the ranking (another Cluster slot).
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+        raise InvalidStatistic(f"seconds must be a non-negative number, got {seconds!r}")
+    client = client if client is not None else get_redis()
+    stats = update_stats(view, ACCESS_TIME, seconds, client=client, clock=clock)
+    ranking = slowest_key()
+    pipe = client.pipeline(transaction=True)
+    pipe.zadd(ranking, {stats_context(view): stats.mean})
+    pipe.zremrangebyrank(ranking, 0, -int(app_settings.SLOWEST_VIEWS_LIMIT) - 1)
+    pipe.execute()
+    return stats
+
+
+def slowest_views(limit: int = 10, *, client: Redis | None = None) -> list[tuple[str, float]]:
+    """Return ``(view, average seconds)`` pairs, slowest first."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidStatistic(f"limit must be a positive integer, got {limit!r}")
+    client = client if client is not None else get_redis()
+    rows = client.zrevrange(slowest_key(), 0, limit - 1, withscores=True)
+    return [(member.decode(), float(score)) for member, score in rows]
+
+
+@contextmanager
+def access_time(
+    view: str,
+    *,
+    client: Redis | None = None,
+    clock: Callable[[], float] = time.time,
+    timer: Callable[[], float] = time.perf_counter,
+) -> Iterator[None]:
+    """Time the block (or, as a decorator, each call) and record it for ``view``.
+
+    ``timer`` measures the duration (seconds); ``clock`` picks the hour. The time is
+    recorded even when the block raises. A Redis error while recording is logged at
+    WARNING and dropped, so a Redis outage never breaks the timed code.
+    """
+    view = stats_context(view)
+    start = timer()
+    try:
+        yield
+    finally:
+        elapsed = max(0.0, timer() - start)
+        try:
+            record_access_time(view, elapsed, client=client, clock=clock)
+        except redis.RedisError as exc:
+            logger.warning("response time of %s not recorded: %s", view, exc)
+
+
+def stats_context(name: str) -> str:
+    """Return ``name`` validated as a statistics context, or raise InvalidStatistic."""
+    try:
+        return validate_key_part(name, "statistics context")
+    except (InvalidKeyPart, TypeError) as exc:
+        raise InvalidStatistic(str(exc)) from exc
+
+
+def stats_key(context: str, kind: str) -> str:
+    """Return the hash key of ``context``/``kind`` (both already validated)."""
+    return make_key("stats", context, kind)
+
+
+def slowest_key() -> str:
+    """Return the key of the slowest-views ranking."""
+    return make_key("stats_rank", ACCESS_TIME, "slowest")
+
+
+def _validate_names(context: str, kind: str) -> tuple[str, str]:
+    context = stats_context(context)
+    try:
+        kind = validate_key_part(kind, "statistics kind")
+    except (InvalidKeyPart, TypeError) as exc:
+        raise InvalidStatistic(str(exc)) from exc
+    return context, kind
+
+
+def _parse(fields: dict[bytes, bytes]) -> Stats:
+    return Stats(
+        hour=int(fields[b"hour"]),
+        count=int(fields[b"count"]),
+        sum=float(fields[b"sum"]),
+        sumsq=float(fields[b"sumsq"]),
+        min=float(fields[b"min"]),
+        max=float(fields[b"max"]),
+    )
