@@ -110,7 +110,11 @@ def update_counter(
 def get_counter(name: str, precision: int, *, client: Redis | None = None) -> list[tuple[int, int]]:
     """Return the ``(bucket start, count)`` samples of ``name`` at ``precision``, oldest first."""
     name = _validate_name(name)
-    if precision not in precisions():
+    if (
+        isinstance(precision, bool)
+        or not isinstance(precision, int)
+        or (precision not in precisions())
+    ):
         raise InvalidCounter(
             f"precision must be one of {precisions()} (seconds), got {precision!r}"
         )
