@@ -6,7 +6,7 @@
 -- ARGV[1] value   ARGV[2] value squared (both as exact decimal strings)
 -- ARGV[3] hour start of the caller's clock (multiple of 3600)   ARGV[4] TTL, seconds
 -- Returns the current hash as a flat field/value list (HGETALL).
-local hour = tonumber(ARGV[2])
+local hour = tonumber(ARGV[3])
 local start = tonumber(redis.call('hget', KEYS[1], 'hour'))
 if start == nil or start < hour then
   if start == hour - 3600 then
