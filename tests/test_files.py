@@ -1,8 +1,12 @@
 import gzip
 import hashlib
 import io
+import os
 import random
+import signal
 import struct
+import subprocess
+import sys
 import threading
 import zlib
 from pathlib import Path
@@ -34,6 +38,7 @@ from redisparts_app.services.files import (
 )
 from tests.processes import run_in_processes
 
+ROOT = Path(__file__).resolve().parent.parent
 FAST = {"poll_interval": 0.005, "wait_timeout": 60}
 
 
@@ -493,4 +498,34 @@ def test_commands_report_bad_input(tmp_path, redis_client, command, options, mes
         defaults = {"channel": "c", "processor_id": "0", "timeout": 0.05}
     with pytest.raises(CommandError, match=message):
         call_command(command, *args, **{**defaults, **options}, stderr=io.StringIO())
+    assert redis_client.dbsize() == 0
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_rp_copy_logs_and_deletes_the_channel(tmp_path, redis_url, redis_client):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    write(folder, "a.log", b"line\n" * 100)
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    env.update(
+        DJANGO_SETTINGS_MODULE="marketplace.settings",
+        REDIS_URL=redis_url,
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+    )
+    # No processor runs, so the uploader keeps waiting for its file to be finished.
+    copy = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "rp_copy_logs", str(folder),
+         "--channel", "sigint", "--limit", "10000"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _uploaded(redis_client, "sigint", 1, 1)
+        copy.send_signal(signal.SIGINT)
+        _, err = copy.communicate(timeout=30)
+    finally:
+        if copy.poll() is None:
+            copy.kill()
+    assert copy.returncode == 130, err
+    assert "interrupted; the channel's files and chat were deleted" in err
+    assert "Traceback" not in err
     assert redis_client.dbsize() == 0
