@@ -12,11 +12,11 @@ import zlib
 from pathlib import Path
 
 import pytest
+import redis
 from django.core.management import CommandError, call_command
 from hypothesis import given
 from hypothesis import strategies as st
 
-from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import (
     ChatExists,
     CorruptFile,
@@ -287,8 +287,15 @@ def test_three_processor_processes_each_see_every_file_within_the_limit(tmp_path
     samples: list[int] = []
     stop = threading.Event()
 
+    # A pool of its own: a fork while this thread holds the shared pool's lock would
+    # leave the child's copy of that lock held.
+    shared = redis_client.connection_pool
+    own_pool = redis.ConnectionPool(
+        connection_class=shared.connection_class, **shared.connection_kwargs
+    )
+    client = redis.Redis(connection_pool=own_pool)
+
     def sample():
-        client = get_redis()
         while not stop.is_set():
             pipe = client.pipeline(transaction=True)  # one consistent snapshot
             for key in chunk_keys:
@@ -305,6 +312,7 @@ def test_three_processor_processes_each_see_every_file_within_the_limit(tmp_path
     finally:
         stop.set()
         sampler.join(10)
+        own_pool.disconnect()
     expected = {
         name: (len(text.splitlines(keepends=True)), hashlib.sha256(text).hexdigest())
         for name, text in contents.items()
