@@ -27,6 +27,7 @@ from redisparts_app.services.autocomplete import (
     validate_prefix,
     word_starts,
 )
+from redisparts_app.testing import LocalCluster
 from tests.processes import CONTEXT, run_in_processes
 
 METHODS = ["lex", "book"]
@@ -98,13 +99,15 @@ def test_prefix_filter_is_case_insensitive_for_any_script():
 
 
 @override_settings(REDISPARTS={"AUTOCOMPLETE_PICKS_MAX": 3})
-def test_pick_counts_keep_the_most_picked(redis_client):
+def test_pick_counts_keep_the_most_picked_and_the_last_pick(redis_client):
     contacts = RecentContacts("ann")
-    for name, times in [("a", 5), ("b", 4), ("c", 3), ("d", 1)]:
-        for _ in range(times):
-            contacts.add(name)
+    for name, times in [("b", 5), ("c", 4), ("d", 3)]:
+        for i in range(times):
+            assert contacts.add(name) == i + 1
+    contacts.add("a")  # least picked, and first in byte order, yet kept: just picked
     assert redis_client.zcard(contacts.picks_key) == 3
-    assert contacts.most_picked() == ["a", "b", "c"]
+    assert contacts.most_picked() == ["b", "c", "a"]
+    assert contacts.pick_count("d") == 0
 
 
 def _add_contacts(user: str, worker: int, rounds: int) -> int:
@@ -413,6 +416,43 @@ def test_suggest_merges_recent_then_guild_then_most_picked():
     assert suggest("ann", "knights", "al") == ["Alice Cooper", "Albert", "Alan", "Alma", "Alfred"]
     assert suggest("ann", "knights", "AL", limit=3) == ["Alice Cooper", "Albert", "Alan"]
     assert suggest("ann", "knights", "coo", method="book") == ["Alice Cooper"]
+
+
+# --- Redis Cluster -------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_runs_unchanged_on_a_redis_cluster(tmp_path):
+    with LocalCluster(tmp_path / "cluster", masters=3, replicas=0) as cluster:
+        connections = {"default": {"CLUSTER": cluster.startup_nodes}}
+        with override_settings(REDISPARTS={"CONNECTIONS": connections}):
+            guilds = ["knights", "mages", "thieves", "bards", "monks", "druids"]
+            slots = {keys.slot_of(AddressBook(g, client=DEAD).index_key) // 5462 for g in guilds}
+            assert len(slots) == 3  # the guilds live on every primary
+            for guild in guilds:
+                AddressBook(guild).join_many(["Hôtel", "Anna Lee", "李小龙", "Zoë", "Zoey"])
+                for method in METHODS:
+                    book = AddressBook(guild, method=method)
+                    assert book.complete("ZOË") == ["Zoë", "Zoey"]
+                    assert book.complete("lee") == ["Anna Lee"]
+                assert AddressBook(guild).leave("Zoey") is True
+            contacts = RecentContacts("ann")
+            for name in ["Hôtel", "Zoë", "Hôtel"]:
+                contacts.add(name)
+            assert contacts.names() == ["Hôtel", "Zoë"]
+            assert suggest("ann", "knights", "z", method="book") == ["Zoë"]
+            assert suggest("ann", "knights", "", limit=3) == ["Hôtel", "Zoë", "Anna Lee"]
+            # The book method's WATCH runs on the primary of the guild's slot.
+            book = AddressBook("mages", method="book")
+            writer = AddressBook("mages")
+
+            def write_once(attempt: int) -> None:
+                if attempt == 1:
+                    writer.join("Zed")
+
+            assert book.complete("z", on_watched=write_once) == ["Zed", "Zoë"]
+            assert book.conflicts == 1
+            assert sentinels_in(book.client, book.index_key) == []
 
 
 # --- bad input -------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 Recent contacts (``RecentContacts``) are a per-user list, most recent first,
 capped at ``REDISPARTS["AUTOCOMPLETE_RECENT_MAX"]`` (100). ``add`` moves a
-contact to the front and counts the pick in one MULTI; the prefix filter runs in
-Python over the capped list.
+contact to the front and counts the pick in one Lua script; the prefix filter
+runs in Python over the capped list.
 
 The address book (``AddressBook``) completes the names of a guild's members in
 Redis. Each name is indexed under its *folded* form (Unicode NFKD, combining
@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from redis import Redis
+from redis.cluster import RedisCluster
 from redis.exceptions import WatchError
 
 from .. import keys, lua
@@ -179,31 +180,25 @@ class RecentContacts:
         self.recent_key = keys.make_key(COMPONENT, self.user, "recent")
         self.picks_key = keys.make_key(COMPONENT, self.user, "picks")
 
-    def add(self, contact: str) -> None:
-        """Move ``contact`` to the front (adding it if new) and count one pick.
+    def add(self, contact: str) -> int:
+        """Move ``contact`` to the front (adding it if new), count one pick, return the count.
 
-        One MULTI: LREM, LPUSH, LTRIM to ``max_size``, ZINCRBY on the pick counts,
-        which keep the ``AUTOCOMPLETE_PICKS_MAX`` most picked names.
+        One Lua script: LREM, LPUSH, LTRIM to ``max_size``, ZINCRBY; the pick counts
+        keep the ``AUTOCOMPLETE_PICKS_MAX`` most picked names (never dropping this one).
         """
         name = validate_name(contact, "contact").encode()
-        picks_max = app_settings.AUTOCOMPLETE_PICKS_MAX
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.lrem(self.recent_key, 0, name)
-            pipe.lpush(self.recent_key, name)
-            pipe.ltrim(self.recent_key, 0, self.max_size - 1)
-            pipe.zincrby(self.picks_key, 1, name)
-            # Drop the least picked beyond the cap; the name just picked has at least 1.
-            pipe.zremrangebyrank(self.picks_key, 0, -picks_max - 1)
-            pipe.execute()
+        script = lua.script(self.client, "autocomplete_add_contact")
+        args = [name, self.max_size, app_settings.AUTOCOMPLETE_PICKS_MAX]
+        return script(keys=self._keys(), args=args)
 
     def remove(self, contact: str) -> bool:
         """Forget ``contact`` (recent list and pick count); tell whether it was listed."""
         name = validate_name(contact, "contact").encode()
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.lrem(self.recent_key, 0, name)
-            pipe.zrem(self.picks_key, name)
-            removed, _ = pipe.execute()
-        return bool(removed)
+        script = lua.script(self.client, "autocomplete_remove_contact")
+        return bool(script(keys=self._keys(), args=[name]))
+
+    def _keys(self) -> list[str]:
+        return [self.recent_key, self.picks_key]
 
     def names(self) -> list[str]:
         """Return every recent contact, most recent first."""
@@ -281,9 +276,10 @@ class AddressBook:
         """
         members = [validate_name(name, "member") for name in names]
         added = 0
-        script = lua.script(self.client, "autocomplete_join")
+        node = _node_client(self.client, self.index_key)
+        script = lua.script(node, "autocomplete_join")
         for first in range(0, len(members), batch_size):
-            with self.client.pipeline(transaction=False) as pipe:
+            with node.pipeline(transaction=False) as pipe:
                 for member in members[first : first + batch_size]:
                     script(keys=self._keys(), args=self._join_args(member), client=pipe)
                 added += sum(pipe.execute())
@@ -341,7 +337,7 @@ class AddressBook:
         try:
             if on_sentinels is not None:
                 on_sentinels()
-            with self.client.pipeline(transaction=True) as pipe:
+            with _node_client(self.client, self.index_key).pipeline(transaction=True) as pipe:
                 for attempt in range(1, self.max_attempts + 1):
                     try:
                         pipe.watch(self.index_key)
@@ -411,6 +407,18 @@ class AddressBook:
     @staticmethod
     def _join_args(member: str) -> list[bytes]:
         return [member.encode(), *(start.encode() for start in word_starts(fold(member)))]
+
+
+def _node_client(client: Any, key: str) -> Any:
+    """Return a client whose pipelines can WATCH ``key`` and run scripts on it.
+
+    On a Cluster, the client of the primary holding the key's slot: redis-py's
+    cluster pipelines refuse WATCH, MULTI and EVALSHA, and every key one call
+    touches shares that slot.
+    """
+    if isinstance(client, RedisCluster):
+        return client.get_node_from_key(key).redis_connection
+    return client
 
 
 def _page(limit: int) -> int:
