@@ -165,6 +165,19 @@ def test_a_name_matching_on_two_words_is_listed_once(method):
     assert book.complete("AND") == ["Annie Anderson"]
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_duplicates_and_residue_beyond_one_page_are_skipped(method, redis_client):
+    book = AddressBook("knights", method=method)
+    repeated = " ".join(["ab"] * 30)  # 30 entries starting with "ab", one name
+    book.join_many([repeated, "abc", "abd"])
+    for _ in range(20):
+        token = SENTINEL_MARK + uuid.uuid4().hex.encode()
+        redis_client.zadd(book.index_key, {b"ab" + token: 0, b"ab\xff" + token: 0})
+    assert book.complete("ab", limit=3) == [repeated, "abc", "abd"]
+    assert book.complete("a", limit=2) == [repeated, "abc"]
+    assert book.conflicts == 0
+
+
 def test_join_and_leave_keep_index_and_names_in_step(redis_client):
     book = AddressBook("knights")
     assert book.join("Anna Lee") is True

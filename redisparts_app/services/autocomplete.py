@@ -20,8 +20,8 @@ Two methods give the same answers (a property-based test compares them):
   one round trip, a consistent snapshot.
 - ``"book"``: the method of "Redis in Action" 6.1.2. It adds two sentinel members
   that sort just before and just after every entry with the prefix, reads their
-  ranks and the entries between them under WATCH, and removes the sentinels in a
-  MULTI/EXEC that fails, and is retried, if the index changed meanwhile. The
+  ranks under WATCH, then removes them and reads the entries between in one
+  MULTI/EXEC, which fails, and is retried, if the index changed meanwhile. The
   sentinels are ``<prefix>\\0\\0<token>`` and ``<prefix>\\xff\\0\\0<token>`` with a
   token unique per call; real entries never contain two NUL bytes in a row, so
   both methods skip any sentinel a killed client left behind, and
@@ -332,58 +332,50 @@ class AddressBook:
         start = query + SENTINEL_MARK + token
         end = query + _AFTER_ANY_UTF8 + SENTINEL_MARK + token
         sentinels = {start: 0, end: 0}
+        page = _page(limit)
         self.client.zadd(self.index_key, sentinels)
-        removed = False
+        placed = True
         try:
             if on_sentinels is not None:
                 on_sentinels()
             with _node_client(self.client, self.index_key).pipeline(transaction=True) as pipe:
                 for attempt in range(1, self.max_attempts + 1):
+                    if not placed:
+                        self.client.zadd(self.index_key, sentinels)
+                        placed = True
                     try:
                         pipe.watch(self.index_key)
                         low = pipe.zrank(self.index_key, start)
                         high = pipe.zrank(self.index_key, end)
                         if low is None or high is None:
-                            # A purge took them; put them back (which ends this WATCH's chance).
                             pipe.unwatch()
-                            self.client.zadd(self.index_key, sentinels)
+                            placed = False  # a purge took them: put them back and retry
                             continue
-                        names = self._read_between(pipe, low, high, limit)
+                        between = high - low - 1
+                        take = min(between, page)
                         if on_watched is not None:
                             on_watched(attempt)
                         pipe.multi()
                         pipe.zrem(self.index_key, start, end)
-                        pipe.execute()
-                        removed = True
-                        return names
+                        # Once the start sentinel is gone, the first entry moves to rank ``low``.
+                        if take:  # never ZRANGE 0 -1
+                            pipe.zrange(self.index_key, low, low + take - 1)
+                        replies = pipe.execute()
+                        placed = False
                     except WatchError:
                         self.conflicts += 1
                         # A short random pause lets the writer that won move on.
                         time.sleep(random.uniform(0, min(0.05, 0.001 * attempt)))  # noqa: S311
+                        continue
+                    names = _distinct_names(replies[1] if take else [], limit)
+                    if len(names) == limit or take == between:
+                        return names
+                    # Duplicates or other lookups' sentinels filled the page: read more.
+                    page *= 4
             raise CompletionConflict(self.guild, self.max_attempts)
         finally:
-            if not removed:
+            if placed:
                 self.client.zrem(self.index_key, start, end)
-
-    def _read_between(self, pipe: Any, low: int, high: int, limit: int) -> list[str]:
-        """Collect distinct names from the ranks strictly between the sentinels (watched)."""
-        names: list[str] = []
-        seen: set[bytes] = set()
-        page = _page(limit)
-        rank = low + 1
-        while rank < high:
-            last = min(rank + page, high) - 1
-            for member in pipe.zrange(self.index_key, rank, last):
-                if SENTINEL_MARK in member:
-                    continue  # another lookup's sentinel, or residue of a killed one
-                name = member.split(b"\x00", 1)[1]
-                if name not in seen:
-                    seen.add(name)
-                    names.append(name.decode("utf-8"))
-                    if len(names) == limit:
-                        return names
-            rank = last + 1
-        return names
 
     def purge_sentinels(self, older_than: float = 60.0) -> int:
         """Delete book-method sentinels stamped more than ``older_than`` seconds ago.
@@ -419,6 +411,17 @@ def _node_client(client: Any, key: str) -> Any:
     if isinstance(client, RedisCluster):
         return client.get_node_from_key(key).redis_connection
     return client
+
+
+def _distinct_names(members: list[bytes], limit: int) -> list[str]:
+    """Return the first ``limit`` distinct names of index entries, skipping sentinels."""
+    names: dict[bytes, None] = {}
+    for member in members:
+        if SENTINEL_MARK not in member:  # another lookup's sentinel, or a killed one's
+            names.setdefault(member.split(b"\x00", 1)[1], None)
+            if len(names) == limit:
+                break
+    return _decode(names)
 
 
 def _page(limit: int) -> int:
