@@ -91,18 +91,13 @@ def log_recent(
 ) -> None:
     """Push ``message`` onto the recent log of ``name`` and ``severity``.
 
-    Keeps the newest LOG_RECENT_LIMIT entries. One MULTI round trip.
+    Keeps the newest LOG_RECENT_LIMIT entries. One round trip (the log_recent Lua script).
     Keys: rp:log:{name}:recent:<severity>.
     """
     name, severity, message = _validate(name, severity, message)
     client = client if client is not None else get_redis()
-    key = _recent_key(name, severity)
-    entry = _entry_json(clock(), message)
-    pipe = client.pipeline(transaction=True)
-    pipe.lpush(key, entry)
-    pipe.ltrim(key, 0, _recent_limit() - 1)
-    pipe.expire(key, _recent_ttl())
-    pipe.execute()
+    args = [_entry_json(clock(), message), _recent_limit(), _recent_ttl()]
+    lua.script(client, "log_recent")(keys=[_recent_key(name, severity)], args=args)
 
 
 def log_common(
@@ -162,7 +157,8 @@ def common(
     """Return ``(message, count)`` pairs of this hour (or the previous one), most common first.
 
     The hour comes from ``clock``; a log not written since the hour changed is read as it
-    would be after its rotation, so a quiet hour reads as empty. One MULTI round trip.
+    would be after its rotation, so a quiet hour reads as empty. One round trip (a Lua
+    script, so a rotation cannot happen between reading the hour and the counts).
     """
     name = _validate_name(name)
     severity = normalize_severity(severity)
@@ -171,19 +167,10 @@ def common(
     hour = int(clock() // HOUR) * HOUR
     wanted = hour - HOUR if previous else hour
     key = _common_key(name, severity)
+    keys = [key, f"{key}:last", f"{key}:start", f"{key}:pstart"]
     stop = -1 if limit is None else limit - 1
-    pipe = client.pipeline(transaction=True)
-    pipe.get(f"{key}:start")
-    pipe.zrevrange(key, 0, stop, withscores=True)
-    pipe.get(f"{key}:pstart")
-    pipe.zrevrange(f"{key}:last", 0, stop, withscores=True)
-    start, current, pstart, last = pipe.execute()
-    if start is not None and int(start) == wanted:
-        rows = current
-    elif pstart is not None and int(pstart) == wanted:
-        rows = last
-    else:
-        rows = []
+    raw = lua.script(client, "log_common_read")(keys=keys, args=[wanted, stop])
+    rows = zip(raw[::2], raw[1::2], strict=True)
     return [(member.decode(), int(score)) for member, score in rows]
 
 

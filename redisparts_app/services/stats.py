@@ -123,20 +123,17 @@ def get_stats(
     """Return the statistics of this hour (or the previous one), or None when there are none.
 
     The hour comes from ``clock``; statistics not updated since the hour changed are read
-    as they would be after their rollover. One MULTI round trip.
+    as they would be after their rollover. One round trip (a Lua script).
     """
     context, kind = _validate_names(context, kind)
     client = client if client is not None else get_redis()
     hour = int(clock() // HOUR) * HOUR
     wanted = hour - HOUR if previous else hour
     key = stats_key(context, kind)
-    pipe = client.pipeline(transaction=True)
-    pipe.hgetall(key)
-    pipe.hgetall(f"{key}:last")
-    for fields in pipe.execute():
-        if fields and int(fields[b"hour"]) == wanted:
-            return _parse(fields)
-    return None
+    raw = lua.script(client, "stats_read")(keys=[key, f"{key}:last"], args=[wanted])
+    if not raw:
+        return None
+    return _parse(dict(zip(raw[::2], raw[1::2], strict=True)))
 
 
 def record_access_time(
@@ -155,7 +152,8 @@ def record_access_time(
     client = client if client is not None else get_redis()
     stats = update_stats(view, ACCESS_TIME, seconds, client=client, clock=clock)
     ranking = slowest_key()
-    pipe = client.pipeline(transaction=True)
+    # Not MULTI: Cluster clients refuse it; a trim that runs late only trims later.
+    pipe = client.pipeline(transaction=False)
     pipe.zadd(ranking, {stats_context(view): stats.mean})
     pipe.zremrangebyrank(ranking, 0, -int(app_settings.SLOWEST_VIEWS_LIMIT) - 1)
     pipe.execute()
