@@ -74,6 +74,16 @@ def test_counts_may_be_negative_and_unknown_counters_are_empty(redis_client):
     assert get_counter("nothing", 60) == []
 
 
+def test_updates_queue_on_a_pipeline_given_as_client(redis_client):
+    pipe = redis_client.pipeline()
+    update_counter("hits", clock=at(D), client=pipe)
+    update_counter("hits", 2, clock=at(D), client=pipe)
+    assert get_counter("hits", 60) == []  # queued, not sent
+    pipe.execute()
+    assert get_counter("hits", 60) == [(D, 3)]
+    assert list(known_counters()) == ["hits"]
+
+
 def test_keys_share_a_slot_per_counter_expire_and_are_indexed(redis_client):
     update_counter("hits", clock=at(D))
     hashes = [counter_key("hits", p) for p in PRECISIONS]

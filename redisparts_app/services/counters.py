@@ -12,10 +12,11 @@ Keys::
 
 All the hashes of one counter share the ``{<name>}`` tag; the index lives in its own slot.
 An update is one non-transactional pipeline: the HINCRBYs and EXPIREs first, then one ZADD
-to the index — a single round trip on a plain Redis. On a Redis Cluster redis-py splits the
-pipeline per node, so the index write may reach its node before the increments reach theirs
-(see the cleaner's guarantee below). Each hash expires ``precision * (COUNTER_SAMPLES + 1)``
-seconds after its last update, so an abandoned counter disappears on its own.
+to the index — a single round trip on a plain Redis or Sentinel master. On a Redis Cluster
+redis-py sends a pipeline to every node at once, which would not keep that order, so the
+update takes two round trips there: the increments, then the index. Each hash expires
+``precision * (COUNTER_SAMPLES + 1)`` seconds after its last update, so an abandoned
+counter disappears on its own.
 
 ``clean_counters()`` (run by ``manage.py rp_clean_counters``) keeps the newest
 ``COUNTER_SAMPLES`` buckets of each hash (one Lua script per hash, atomic, so no increment
@@ -23,8 +24,8 @@ of a kept bucket is lost) and forgets counters whose hashes are empty. Forgettin
 races a new write away: the cleaner removes the index entry first, then looks at the hash
 again and puts the entry back if a write arrived meanwhile. Since a writer adds to the
 hash before it adds to the index, every write either lands before that second look (and
-the entry is restored) or its ZADD lands after the removal. On a Cluster the two writes of
-a pipeline are not ordered; the window is the gap between them inside one pipeline call.
+the entry is restored) or its ZADD lands after the removal. (A caller who passes its own
+cluster pipeline as ``client`` gives up that order.)
 """
 
 import time
@@ -33,6 +34,8 @@ from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
 from redis import Redis
+from redis.client import Pipeline
+from redis.cluster import ClusterPipeline, RedisCluster
 
 from .. import lua
 from ..conf import app_settings
@@ -87,7 +90,9 @@ def update_counter(
 ) -> None:
     """Add ``count`` (may be negative) to the current bucket of every precision of ``name``.
 
-    The time comes from ``clock`` (epoch seconds). One pipelined round trip.
+    The time comes from ``clock`` (epoch seconds). One pipelined round trip (two on a
+    Redis Cluster, to keep the increments before the index write). Given a pipeline as
+    ``client``, the commands are queued on it and the caller executes them.
     """
     name = _validate_name(name)
     if isinstance(count, bool) or not isinstance(count, int) or abs(count) > MAX_COUNT:
@@ -95,16 +100,21 @@ def update_counter(
     client = client if client is not None else get_redis()
     now = clock()
     samples = sample_count()
-    pipe = client.pipeline(transaction=False)
+    queued = isinstance(client, Pipeline | ClusterPipeline)
+    pipe = client if queued else client.pipeline(transaction=False)
     members = {}
     for precision in precisions():
         key = counter_key(name, precision)
         pipe.hincrby(key, int(now // precision) * precision, count)
         pipe.expire(key, precision * (samples + 1))
         members[_member(name, precision)] = precision
+    if isinstance(client, RedisCluster) and not queued:
+        # A cluster pipeline writes to every node at once: finish the increments first.
+        pipe.execute()
     # After the increments: the cleaner's guarantee relies on this order.
     pipe.zadd(index_key(), members)
-    pipe.execute()
+    if not queued:
+        pipe.execute()
 
 
 def get_counter(name: str, precision: int, *, client: Redis | None = None) -> list[tuple[int, int]]:
