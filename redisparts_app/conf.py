@@ -11,6 +11,7 @@ Values are read at access time, so ``override_settings`` works in tests::
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 DEFAULTS: dict[str, Any] = {
     # First segment of every key; no braces or glob characters.
@@ -101,3 +102,13 @@ class AppSettings:
 
 
 app_settings = AppSettings()
+
+
+def positive_int_setting(name: str) -> int:
+    """Return the REDISPARTS setting ``name``; ImproperlyConfigured unless a positive int."""
+    value = getattr(app_settings, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ImproperlyConfigured(
+            f"REDISPARTS[{name!r}] must be a positive integer, got {value!r}"
+        )
+    return value

@@ -2,6 +2,7 @@ import logging
 
 import pytest
 import redis
+from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 from django.utils.log import configure_logging
 
@@ -132,6 +133,9 @@ def test_long_messages_are_cut_and_bad_input_writes_nothing(redis_client):
         log_recent("app", "message", "loud")
     with pytest.raises(InvalidLogEntry, match="limit"):
         recent("app", limit=0)
+    misconfigured = override_settings(REDISPARTS={"LOG_RECENT_LIMIT": 0})
+    with misconfigured, pytest.raises(ImproperlyConfigured, match="LOG_RECENT_LIMIT"):
+        log_common("app", "message")
     assert redis_client.dbsize() == 0
 
 

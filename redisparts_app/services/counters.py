@@ -38,7 +38,7 @@ from redis.client import Pipeline
 from redis.cluster import ClusterPipeline, RedisCluster
 
 from .. import lua
-from ..conf import app_settings
+from ..conf import app_settings, positive_int_setting
 from ..connection import get_redis
 from ..exceptions import InvalidCounter, InvalidKeyPart
 from ..keys import make_key, validate_key_part
@@ -73,12 +73,7 @@ def precisions() -> list[int]:
 
 def sample_count() -> int:
     """Return COUNTER_SAMPLES, the buckets the cleaner keeps per precision."""
-    value = app_settings.COUNTER_SAMPLES
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ImproperlyConfigured(
-            f"REDISPARTS['COUNTER_SAMPLES'] must be a positive integer, got {value!r}"
-        )
-    return value
+    return positive_int_setting("COUNTER_SAMPLES")
 
 
 def update_counter(

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from redis import Redis
 
 from .. import lua
-from ..conf import app_settings
+from ..conf import positive_int_setting
 from ..connection import get_redis
 from ..exceptions import InvalidKeyPart, InvalidLogEntry
 from ..keys import make_key, validate_key_part
@@ -185,6 +185,8 @@ class RedisLogHandler(logging.Handler):
                                "name": "django", "level": "WARNING"}}
 
     ``client`` defaults to ``get_redis()`` at each record, so settings changes apply.
+    Each record costs one round trip in the thread that logs; with Redis unreachable a
+    log call waits at most the client's connect timeout, then goes to handleError.
     """
 
     # Per thread: set while emit() talks to Redis, so records logged meanwhile
@@ -231,7 +233,7 @@ def _validate(name: str, severity: int | str, message: str) -> tuple[str, str, s
     severity = normalize_severity(severity)
     if not isinstance(message, str):
         raise InvalidLogEntry(f"message must be a string, got {type(message).__name__}")
-    limit = app_settings.LOG_MAX_MESSAGE_LENGTH
+    limit = positive_int_setting("LOG_MAX_MESSAGE_LENGTH")
     if len(message) > limit:
         message = message[: limit - 1] + "…"
     return name, severity, message
@@ -253,11 +255,11 @@ def _validate_limit(limit: int | None) -> int | None:
 
 
 def _recent_limit() -> int:
-    return int(app_settings.LOG_RECENT_LIMIT)
+    return positive_int_setting("LOG_RECENT_LIMIT")
 
 
 def _recent_ttl() -> int:
-    return int(app_settings.LOG_RECENT_TTL)
+    return positive_int_setting("LOG_RECENT_TTL")
 
 
 def _entry_json(now: float, message: str) -> str:

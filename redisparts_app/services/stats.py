@@ -38,7 +38,7 @@ import redis
 from redis import Redis
 
 from .. import lua
-from ..conf import app_settings
+from ..conf import positive_int_setting
 from ..connection import get_redis
 from ..exceptions import InvalidKeyPart, InvalidStatistic
 from ..keys import make_key, validate_key_part
@@ -155,7 +155,7 @@ def record_access_time(
     # Not MULTI: Cluster clients refuse it; a trim that runs late only trims later.
     pipe = client.pipeline(transaction=False)
     pipe.zadd(ranking, {stats_context(view): stats.mean})
-    pipe.zremrangebyrank(ranking, 0, -int(app_settings.SLOWEST_VIEWS_LIMIT) - 1)
+    pipe.zremrangebyrank(ranking, 0, -positive_int_setting("SLOWEST_VIEWS_LIMIT") - 1)
     pipe.execute()
     return stats
 
