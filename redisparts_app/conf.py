@@ -89,6 +89,24 @@ DEFAULTS: dict[str, Any] = {
     "COUNTER_SAMPLES": 120,
     # Response times: views kept in the slowest-views ranking.
     "SLOWEST_VIEWS_LIMIT": 100,
+    # Task queues (services/tasks): queue group (hash tag) used when none is given.
+    "QUEUE_GROUP": "default",
+    # Seconds a worker holds a task before the reaper may hand it to another worker;
+    # the worker extends it every third of this while the task runs.
+    "QUEUE_LEASE": 60.0,
+    # Deliveries after which a task whose worker died goes to quarantine.
+    "QUEUE_MAX_DELIVERIES": 5,
+    # Retries of a task that raises, when its @task gives none.
+    "QUEUE_MAX_RETRIES": 3,
+    # Seconds before the first retry; doubles per retry up to QUEUE_RETRY_MAX_DELAY.
+    "QUEUE_RETRY_DELAY": 2.0,
+    "QUEUE_RETRY_MAX_DELAY": 3600.0,
+    # Largest JSON encoding of a task's arguments, in bytes.
+    "QUEUE_MAX_ARGS_BYTES": 65536,
+    # Seconds a de-duplication key blocks a second enqueue, when enqueue gives none.
+    "QUEUE_DEDUP_TTL": 3600.0,
+    # Seconds a Django Tasks result stays readable after its last update.
+    "QUEUE_RESULT_TTL": 86400.0,
 }
 
 

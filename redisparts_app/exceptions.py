@@ -280,3 +280,15 @@ class InvalidCounter(RedisPartsError, ValueError):
 
 class InvalidStatistic(RedisPartsError, ValueError):
     """A statistics context, type or value was refused before reaching Redis."""
+
+
+class InvalidTask(RedisPartsError, ValueError):
+    """A task, its arguments or its options were refused before anything was written."""
+
+
+class TaskNotFound(RedisPartsError, LookupError):
+    """No task with this id exists (or it is not where the operation expects it)."""
+
+    def __init__(self, task_id: str, where: str = "") -> None:
+        self.task_id, self.where = task_id, where
+        super().__init__(f"no task {task_id!r}{' ' + where if where else ''}")

@@ -1,0 +1,49 @@
+-- queue_reap.lua: put tasks whose lease expired back at the head of their queue, or in
+-- quarantine once they were delivered too many times (a task that kills its worker).
+-- KEYS[1] tasks hash   KEYS[2] in-flight zset (id -> lease deadline ms)   KEYS[3] owners hash
+-- KEYS[4] deliveries hash   KEYS[5] quarantine zset (id -> ms)   KEYS[6] errors hash
+-- KEYS[7] worker wake list   KEYS[8..] queue lists of the group
+-- ARGV[1] max deliveries   ARGV[2] most tasks to reap   ARGV[3] wake list length cap
+-- ARGV[4..] queue names, one per KEYS[8..]
+-- Returns {requeued, quarantined, ms until the next lease deadline or -1 when none}.
+-- A task whose queue is not among KEYS stays in flight for a later call that knows it.
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local queue_keys = {}
+for i = 4, #ARGV do queue_keys[ARGV[i]] = KEYS[i + 4] end
+local max_deliveries = tonumber(ARGV[1])
+local requeued, quarantined = 0, 0
+local expired = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
+for _, id in ipairs(expired) do
+  local body = redis.call('hget', KEYS[1], id)
+  if not body then
+    redis.call('zrem', KEYS[2], id)
+    redis.call('hdel', KEYS[3], id)
+    redis.call('hdel', KEYS[4], id)
+  else
+    local queue_key = queue_keys[cjson.decode(body)['queue']]
+    if queue_key then
+      local worker = redis.call('hget', KEYS[3], id) or ''
+      redis.call('zrem', KEYS[2], id)
+      redis.call('hdel', KEYS[3], id)
+      local deliveries = tonumber(redis.call('hget', KEYS[4], id) or '0')
+      if deliveries >= max_deliveries then
+        redis.call('zadd', KEYS[5], now, id)
+        redis.call('hset', KEYS[6], id, cjson.encode({
+          reason = 'delivered ' .. deliveries .. ' times without finishing; the last worker ('
+            .. worker .. ') stopped holding its lease',
+          traceback = '', at = now / 1000}))
+        quarantined = quarantined + 1
+      else
+        redis.call('lpush', queue_key, id)
+        redis.call('lpush', KEYS[7], 1)
+        requeued = requeued + 1
+      end
+    end
+  end
+end
+if requeued > 0 then redis.call('ltrim', KEYS[7], 0, tonumber(ARGV[3]) - 1) end
+local next_deadline = -1
+local first = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
+if first[2] then next_deadline = math.max(0, tonumber(first[2]) - now) end
+return {requeued, quarantined, next_deadline}

@@ -1,0 +1,27 @@
+-- queue_settle.lua: record the outcome of a delivered task, if its worker still holds it.
+-- KEYS[1] tasks hash   KEYS[2] in-flight zset   KEYS[3] owners hash   KEYS[4] deliveries hash
+-- KEYS[5] delayed zset (id -> due ms)   KEYS[6] failed zset (id -> failed at ms)
+-- KEYS[7] errors hash (id -> error JSON)   KEYS[8] scheduler wake list
+-- ARGV[1] task id   ARGV[2] worker id   ARGV[3] outcome: done | retry | fail
+-- ARGV[4] retry: updated task JSON; fail: error JSON   ARGV[5] retry: delay ms
+-- Returns 1 when settled, 0 when the worker no longer holds the task (its lease expired
+-- and it was reaped, or it was deleted); the task is then left as it is.
+local id = ARGV[1]
+if redis.call('hget', KEYS[3], id) ~= ARGV[2] then return 0 end
+redis.call('zrem', KEYS[2], id)
+redis.call('hdel', KEYS[3], id)
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if ARGV[3] == 'done' then
+  redis.call('hdel', KEYS[1], id)
+  redis.call('hdel', KEYS[4], id)
+elseif ARGV[3] == 'retry' then
+  redis.call('hset', KEYS[1], id, ARGV[4])
+  redis.call('zadd', KEYS[5], now + tonumber(ARGV[5]), id)
+  redis.call('lpush', KEYS[8], 1)
+  redis.call('ltrim', KEYS[8], 0, 0)
+else
+  redis.call('zadd', KEYS[6], now, id)
+  redis.call('hset', KEYS[7], id, ARGV[4])
+end
+return 1

@@ -1,0 +1,38 @@
+"""Task queues: named FIFO queues of JSON tasks, priority, delayed tasks, retries,
+a failed registry and quarantine, with at-least-once delivery.
+
+    from redisparts_app.services.tasks import task
+
+    @task(name="shop.send_sold_email", queue="email", max_retries=5)
+    def send_sold_email(seller_id, item, price, buyer_id): ...
+
+    send_sold_email.enqueue(7, "sword", 120, 9)       # on commit inside a transaction
+    send_sold_email.enqueue_in(30, 7, "sword", 120, 9)  # due in 30 s
+
+Run ``manage.py rp_worker email default`` (queues in priority order) and
+``manage.py rp_scheduler``. ``TaskQueue`` (queue.py) holds the keys and the
+operations, including the admin's listing, requeue and delete; ``Worker`` and
+``Scheduler`` (worker.py) the loops and their guarantees.
+"""
+
+from .queue import TaskInfo, TaskQueue
+from .registry import Task, get_task, registered_names, task
+from .worker import Scheduler, Worker
+
+__all__ = [
+    "Scheduler",
+    "Task",
+    "TaskInfo",
+    "TaskQueue",
+    "Worker",
+    "get_task",
+    "registered_names",
+    "task",
+]
+
+
+def enqueue(name: str, *args, **kwargs) -> str:
+    """Enqueue ``name`` with ``TaskQueue.enqueue`` options in the default group."""
+    group = kwargs.pop("group", None)
+    client = kwargs.pop("client", None)
+    return TaskQueue(group, client=client).enqueue(name, *args, **kwargs)

@@ -1,0 +1,435 @@
+"""``TaskQueue``: the keys of one queue group and every operation on them.
+
+A group is a set of named queues sharing one hash tag, so one Lua script can
+look at all of them (priority dequeue, reaping, scheduling) on a Redis Cluster.
+Keys, all ``<prefix>:queue:{<group>}:<role>``:
+
+- ``q:<queue>`` list of ready task ids, FIFO (RPUSH, LPOP)
+- ``tasks`` hash id → task JSON; ``deliveries`` hash id → times delivered
+- ``inflight`` zset id → lease deadline (ms, server clock); ``owners`` hash id → worker
+- ``delayed`` zset id → due time (ms); ``failed`` and ``quarantine`` zsets id → when (ms);
+  ``errors`` hash id → error JSON (reason, traceback)
+- ``queues`` set of queue names; ``wake`` and ``sched_wake`` lists of wake-up tokens
+- ``dedup:<key>`` string holding the id of the task that took the key (with a TTL)
+- ``result:<id>`` Django Tasks result JSON (with a TTL; see tasks_backend.py)
+
+Times passed in are seconds; scripts use the Redis server's clock (TIME), so
+hosts with skewed clocks agree on due times and lease deadlines.
+"""
+
+import json
+import math
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from django.db import transaction
+
+from ... import lua
+from ...conf import app_settings
+from ...connection import get_redis
+from ...exceptions import InvalidTask, TaskNotFound
+from ...keys import make_key, validate_key_part
+from .registry import check_count, default_max_retries, validate_task_name
+
+COMPONENT = "queue"
+# Wake tokens kept at most; one per ready task is enough to wake every idle worker.
+WAKE_CAP = 1000
+# Tasks moved per script call, so one call never blocks the server for long.
+BATCH = 500
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """What the admin shows of a task; times in seconds since the epoch."""
+
+    id: str
+    name: str
+    queue: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    retries: int = 0
+    max_retries: int = 0
+    enqueued_at: float | None = None
+    deliveries: int = 0
+    due_at: float | None = None
+    worker: str | None = None
+    lease_until: float | None = None
+    failed_at: float | None = None
+    error: str | None = None
+    traceback: str | None = None
+    kind: str = "task"
+
+
+def new_task_id() -> str:
+    return uuid.uuid4().hex
+
+
+def validate_seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
+    """Return ``value`` as float seconds if it is a finite number ≥ 0 (> 0 if not allow_zero)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidTask(f"{what} must be a number of seconds, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise InvalidTask(f"{what} must be {'≥' if allow_zero else '>'} 0 seconds, got {value}")
+    return float(value)
+
+
+def encode_arguments(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
+    """Check that ``args``/``kwargs`` are JSON-serialisable and small enough; return them."""
+    if isinstance(args, str | bytes | dict) or not isinstance(args, Sequence):
+        raise InvalidTask(f"args must be a list or tuple, got {type(args).__name__}")
+    kwargs = {} if kwargs is None else kwargs
+    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+        raise InvalidTask("kwargs must be a dict with string keys")
+    try:
+        encoded = json.dumps([list(args), kwargs], allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidTask(f"task arguments must be JSON-serialisable: {exc}") from exc
+    limit = int(app_settings.QUEUE_MAX_ARGS_BYTES)
+    if len(encoded.encode()) > limit:
+        raise InvalidTask(
+            f"task arguments take {len(encoded.encode())} bytes as JSON, more than the "
+            f"limit of {limit} (REDISPARTS['QUEUE_MAX_ARGS_BYTES'])"
+        )
+    # Round-trip so the worker sees exactly what a caller would read back (tuples → lists).
+    decoded_args, decoded_kwargs = json.loads(encoded)
+    return decoded_args, decoded_kwargs
+
+
+class TaskQueue:
+    """The named queues of one group (hash tag); ``group`` defaults to QUEUE_GROUP."""
+
+    def __init__(self, group: str | None = None, *, client: Any = None) -> None:
+        self.group = validate_key_part(
+            group if group is not None else app_settings.QUEUE_GROUP, "queue group"
+        )
+        self.client = client if client is not None else get_redis()
+
+    # -- keys -------------------------------------------------------------------
+
+    def key(self, *roles: str) -> str:
+        return make_key(COMPONENT, self.group, *roles)
+
+    def queue_key(self, queue: str) -> str:
+        return self.key("q", validate_key_part(queue, "queue"))
+
+    def result_key(self, task_id: str) -> str:
+        return self.key("result", validate_key_part(task_id, "task id"))
+
+    # -- enqueue ----------------------------------------------------------------
+
+    def enqueue(
+        self,
+        name: str,
+        *,
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        queue: str = "default",
+        delay: float = 0.0,
+        max_retries: int | None = None,
+        dedup_key: str | None = None,
+        dedup_ttl: float | None = None,
+        on_commit: bool = True,
+        using: str | None = None,
+        task_id: str | None = None,
+        kind: str = "task",
+    ) -> str:
+        """Enqueue a run of the task registered as ``name``; return its id.
+
+        ``delay`` seconds > 0 puts it in the delayed set for the scheduler.
+        ``dedup_key``: while the key lives (``dedup_ttl`` seconds, default
+        QUEUE_DEDUP_TTL) a second enqueue with it stores nothing and returns the
+        first task's id; taking the key and pushing are one atomic step.
+        Inside a transaction of the ``using`` database the push happens on commit
+        (nothing is sent if it rolls back) unless ``on_commit=False``. Every
+        argument is checked first: InvalidTask / InvalidKeyPart, nothing written.
+        The name need not be registered in this process; a worker that does not
+        know it puts the task in the failed registry.
+        """
+        name = validate_task_name(name)
+        queue = validate_key_part(queue, "queue")
+        delay = validate_seconds(delay, "delay")
+        max_retries = default_max_retries() if max_retries is None else max_retries
+        check_count(max_retries, "max_retries")
+        args, kwargs = encode_arguments(args, kwargs)
+        dedup = None
+        if dedup_key is not None:
+            dedup = self.key("dedup", validate_key_part(dedup_key, "de-duplication key"))
+        ttl = validate_seconds(
+            app_settings.QUEUE_DEDUP_TTL if dedup_ttl is None else dedup_ttl,
+            "dedup_ttl",
+            allow_zero=False,
+        )
+        task_id = new_task_id() if task_id is None else validate_key_part(task_id, "task id")
+        record = {
+            "id": task_id,
+            "name": name,
+            "queue": queue,
+            "args": args,
+            "kwargs": kwargs,
+            "retries": 0,
+            "max_retries": max_retries,
+            "enqueued_at": time.time(),
+            "kind": kind,
+        }
+        body = json.dumps(record, separators=(",", ":"))
+        keys = [
+            self.key("tasks"),
+            self.queue_key(queue),
+            self.key("delayed"),
+            self.key("queues"),
+            self.key("wake"),
+            self.key("sched_wake"),
+        ]
+        if dedup is not None:
+            keys.append(dedup)
+        argv = [task_id, body, queue, int(delay * 1000), max(1, int(ttl * 1000)), WAKE_CAP]
+
+        def push() -> str:
+            _stored, holder = lua.script(self.client, "queue_enqueue")(keys=keys, args=argv)
+            return holder.decode() if isinstance(holder, bytes) else str(holder)
+
+        if on_commit and transaction.get_connection(using).in_atomic_block:
+            transaction.on_commit(push, using=using)
+            return task_id
+        return push()
+
+    # -- worker side ------------------------------------------------------------
+
+    def dequeue(
+        self, queues: Sequence[str], worker_id: str, lease: float
+    ) -> tuple[dict[str, Any], int] | None:
+        """Move the first task of the first non-empty queue in flight under ``worker_id``.
+
+        Return (task record, delivery count) or None when every queue is empty.
+        The lease ends ``lease`` seconds from now unless extended.
+        """
+        keys = [self.key(role) for role in ("tasks", "inflight", "owners", "deliveries")]
+        keys += [self.queue_key(queue) for queue in queues]
+        found = lua.script(self.client, "queue_dequeue")(
+            keys=keys, args=[worker_id, int(lease * 1000)]
+        )
+        if not found:
+            return None
+        _, body, deliveries = found
+        return json.loads(body), int(deliveries)
+
+    def extend(self, task_id: str, worker_id: str, lease: float) -> bool:
+        """Push the lease of a held task to ``lease`` seconds from now; False if lost."""
+        return bool(
+            lua.script(self.client, "queue_extend")(
+                keys=[self.key("inflight"), self.key("owners")],
+                args=[task_id, worker_id, int(lease * 1000)],
+            )
+        )
+
+    def settle(
+        self,
+        task_id: str,
+        worker_id: str,
+        outcome: str,
+        payload: dict[str, Any] | None = None,
+        delay: float = 0.0,
+    ) -> bool:
+        """Record ``done``, ``retry`` (payload: updated record, after ``delay`` s) or
+        ``fail`` (payload: error) for a held task; False when the lease was lost."""
+        keys = [
+            self.key(role)
+            for role in (
+                "tasks", "inflight", "owners", "deliveries",
+                "delayed", "failed", "errors", "sched_wake",
+            )
+        ]  # fmt: skip
+        argv = [task_id, worker_id, outcome, json.dumps(payload or {}), int(delay * 1000)]
+        return bool(lua.script(self.client, "queue_settle")(keys=keys, args=argv))
+
+    def queue_names(self) -> list[str]:
+        """Return the names of the group's queues (every queue ever enqueued to), sorted."""
+        return sorted(name.decode() for name in self.client.smembers(self.key("queues")))
+
+    def reap(self, max_deliveries: int | None = None) -> tuple[int, int, float | None]:
+        """Requeue tasks whose lease expired, or quarantine them after ``max_deliveries``.
+
+        Return (requeued, quarantined, seconds until the next lease deadline or None).
+        """
+        if max_deliveries is None:
+            max_deliveries = int(app_settings.QUEUE_MAX_DELIVERIES)
+        names = self.queue_names()
+        keys = [
+            self.key(role)
+            for role in (
+                "tasks", "inflight", "owners", "deliveries", "quarantine", "errors", "wake",
+            )
+        ]  # fmt: skip
+        keys += [self.queue_key(name) for name in names]
+        requeued, quarantined, next_ms = lua.script(self.client, "queue_reap")(
+            keys=keys, args=[max_deliveries, BATCH, WAKE_CAP, *names]
+        )
+        return int(requeued), int(quarantined), None if next_ms < 0 else next_ms / 1000
+
+    def schedule(self) -> tuple[int, float | None]:
+        """Move due delayed tasks to their queues; return (moved, seconds to next due or None)."""
+        names = self.queue_names()
+        keys = [self.key("tasks"), self.key("delayed"), self.key("wake")]
+        keys += [self.queue_key(name) for name in names]
+        moved, next_ms = lua.script(self.client, "queue_schedule")(
+            keys=keys, args=[BATCH, WAKE_CAP, *names]
+        )
+        return int(moved), None if next_ms < 0 else next_ms / 1000
+
+    def wait_for_work(self, timeout: float) -> None:
+        """Block up to ``timeout`` seconds (≥ 0.01) for a wake-up token from an enqueue."""
+        self.client.blpop([self.key("wake")], timeout=max(0.01, timeout))
+
+    def wait_for_schedule(self, timeout: float) -> None:
+        """Block up to ``timeout`` seconds for a new delayed task or retry."""
+        self.client.blpop([self.key("sched_wake")], timeout=max(0.01, timeout))
+
+    # -- inspection (admin) -----------------------------------------------------
+
+    def length(self, queue: str) -> int:
+        """Return the number of ready tasks in ``queue``."""
+        return int(self.client.llen(self.queue_key(queue)))
+
+    def counts(self) -> dict[str, Any]:
+        """Return ready tasks per queue and the sizes of delayed, in-flight, failed, quarantine."""
+        names = self.queue_names()
+        pipe = self.client.pipeline(transaction=False)
+        for name in names:
+            pipe.llen(self.queue_key(name))
+        for role in ("delayed", "inflight", "failed", "quarantine"):
+            pipe.zcard(self.key(role))
+        values = pipe.execute()
+        counts: dict[str, Any] = {"queues": dict(zip(names, values[: len(names)], strict=True))}
+        counts.update(
+            zip(("delayed", "inflight", "failed", "quarantine"), values[len(names) :], strict=True)
+        )
+        return counts
+
+    def peek(self, queue: str, start: int = 0, count: int = 20) -> list[TaskInfo]:
+        """Return up to ``count`` ready tasks of ``queue`` from position ``start`` (0: next)."""
+        start, count = _page(start, count)
+        ids = self.client.lrange(self.queue_key(queue), start, start + count - 1)
+        return self._infos([i.decode() for i in ids])
+
+    def delayed(self, start: int = 0, count: int = 20) -> list[TaskInfo]:
+        """Return delayed tasks and retries, soonest first, with ``due_at``."""
+        return self._zset_page("delayed", "due_at", start, count)
+
+    def inflight(self, start: int = 0, count: int = 20) -> list[TaskInfo]:
+        """Return tasks being run, earliest lease deadline first, with worker and deliveries."""
+        infos = self._zset_page("inflight", "lease_until", start, count)
+        if not infos:
+            return infos
+        owners = self.client.hmget(self.key("owners"), [info.id for info in infos])
+        return [
+            replace(info, worker=owner.decode() if owner else None)
+            for info, owner in zip(infos, owners, strict=True)
+        ]
+
+    def failed(self, start: int = 0, count: int = 20) -> list[TaskInfo]:
+        """Return failed tasks, oldest failure first, with error and traceback."""
+        return self._zset_page("failed", "failed_at", start, count)
+
+    def quarantined(self, start: int = 0, count: int = 20) -> list[TaskInfo]:
+        """Return quarantined tasks (delivered too often without finishing), oldest first."""
+        return self._zset_page("quarantine", "failed_at", start, count)
+
+    def get(self, task_id: str) -> TaskInfo:
+        """Return one task wherever it is; raise TaskNotFound."""
+        infos = self._infos([validate_key_part(task_id, "task id")])
+        if not infos:
+            raise TaskNotFound(task_id)
+        return infos[0]
+
+    # -- operations (admin) -----------------------------------------------------
+
+    def requeue(self, task_id: str) -> None:
+        """Put a failed or quarantined task back at the tail of its queue, retries reset.
+
+        Raise TaskNotFound when it is in neither registry.
+        """
+        task_id = validate_key_part(task_id, "task id")
+        body = self.client.hget(self.key("tasks"), task_id)
+        if body is None:
+            raise TaskNotFound(task_id, "in the failed registry or quarantine")
+        record = json.loads(body)
+        record["retries"] = 0
+        keys = [
+            self.key(role) for role in ("tasks", "failed", "quarantine", "errors", "deliveries")
+        ]
+        keys += [self.queue_key(record["queue"]), self.key("wake")]
+        requeued = lua.script(self.client, "queue_requeue")(
+            keys=keys, args=[task_id, json.dumps(record, separators=(",", ":")), WAKE_CAP]
+        )
+        if not requeued:
+            raise TaskNotFound(task_id, "in the failed registry or quarantine")
+
+    def delete(self, task_id: str) -> None:
+        """Remove a task wherever it is; raise TaskNotFound if it does not exist."""
+        task_id = validate_key_part(task_id, "task id")
+        body = self.client.hget(self.key("tasks"), task_id)
+        if body is None:
+            raise TaskNotFound(task_id)
+        keys = [self.key("tasks"), self.queue_key(json.loads(body)["queue"])]
+        keys += [
+            self.key(role)
+            for role in (
+                "delayed", "inflight", "owners", "deliveries", "failed", "quarantine", "errors",
+            )
+        ]  # fmt: skip
+        if not lua.script(self.client, "queue_delete")(keys=keys, args=[task_id]):
+            raise TaskNotFound(task_id)
+
+    # -- helpers ----------------------------------------------------------------
+
+    def _zset_page(self, role: str, field: str, start: int, count: int) -> list[TaskInfo]:
+        start, count = _page(start, count)
+        entries = self.client.zrange(self.key(role), start, start + count - 1, withscores=True)
+        infos = self._infos([member.decode() for member, _ in entries])
+        scores = {member.decode(): score / 1000 for member, score in entries}
+        return [replace(info, **{field: scores[info.id]}) for info in infos]
+
+    def _infos(self, ids: list[str]) -> list[TaskInfo]:
+        if not ids:
+            return []
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hmget(self.key("tasks"), ids)
+        pipe.hmget(self.key("deliveries"), ids)
+        pipe.hmget(self.key("errors"), ids)
+        bodies, deliveries, errors = pipe.execute()
+        infos = []
+        for body, delivered, error in zip(bodies, deliveries, errors, strict=True):
+            if body is None:  # deleted between the two reads
+                continue
+            record = json.loads(body)
+            problem = json.loads(error) if error else {}
+            infos.append(
+                TaskInfo(
+                    id=record["id"],
+                    name=record["name"],
+                    queue=record["queue"],
+                    args=record["args"],
+                    kwargs=record["kwargs"],
+                    retries=record.get("retries", 0),
+                    max_retries=record.get("max_retries", 0),
+                    enqueued_at=record.get("enqueued_at"),
+                    deliveries=int(delivered or 0),
+                    failed_at=problem.get("at"),
+                    error=problem.get("reason"),
+                    traceback=problem.get("traceback"),
+                    kind=record.get("kind", "task"),
+                )
+            )
+        return infos
+
+
+def _page(start: object, count: object) -> tuple[int, int]:
+    for value, what in ((start, "start"), (count, "count")):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidTask(f"{what} must be a non-negative integer, got {value!r}")
+    if count == 0 or count > 1000:
+        raise InvalidTask(f"count must be between 1 and 1000, got {count}")
+    return start, count  # type: ignore[return-value]

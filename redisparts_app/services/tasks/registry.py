@@ -1,0 +1,119 @@
+"""Registered task callables: the ``@task`` decorator and the name → task registry.
+
+A worker runs a task only by the name it was registered under; the payload in
+Redis carries the name and JSON arguments, never code.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...conf import app_settings
+from ...exceptions import InvalidTask
+from ...keys import validate_key_part
+
+_registry: dict[str, "Task"] = {}
+
+
+@dataclass(frozen=True)
+class Task:
+    """A registered callable with its queue options; call it to run it in-process."""
+
+    func: Callable[..., Any]
+    name: str
+    queue: str
+    group: str | None
+    max_retries: int | None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+    def enqueue(self, *args: Any, **kwargs: Any) -> str:
+        """Enqueue a run with these arguments now (on commit inside a transaction)."""
+        return self.enqueue_with(args=args, kwargs=kwargs)
+
+    def enqueue_in(self, delay: float, *args: Any, **kwargs: Any) -> str:
+        """Enqueue a run due ``delay`` seconds from now (Redis server time)."""
+        return self.enqueue_with(args=args, kwargs=kwargs, delay=delay)
+
+    def enqueue_with(
+        self, *, args: Any = (), kwargs: dict[str, Any] | None = None, **options: Any
+    ) -> str:
+        """Enqueue with options of ``TaskQueue.enqueue`` (delay, dedup_key, on_commit, client).
+
+        Return the task id (for a duplicate, the id of the task already queued).
+        """
+        from .queue import TaskQueue
+
+        client = options.pop("client", None)
+        return TaskQueue(self.group, client=client).enqueue(
+            self.name,
+            args=args,
+            kwargs=kwargs,
+            queue=self.queue,
+            max_retries=self.max_retries,
+            **options,
+        )
+
+
+def task(
+    name: str | None = None,
+    *,
+    queue: str = "default",
+    group: str | None = None,
+    max_retries: int | None = None,
+) -> Callable[[Callable[..., Any]], Task]:
+    """Register the decorated function as a task and return its ``Task``.
+
+    ``name`` defaults to ``module.qualname``; ``max_retries`` to
+    REDISPARTS["QUEUE_MAX_RETRIES"]; ``group`` to REDISPARTS["QUEUE_GROUP"].
+    Registering another function under a taken name raises InvalidTask.
+    """
+    validate_key_part(queue, "queue")
+    if group is not None:
+        validate_key_part(group, "queue group")
+    if max_retries is not None:
+        check_count(max_retries, "max_retries")
+
+    def register(func: Callable[..., Any]) -> Task:
+        task_name = validate_task_name(name or f"{func.__module__}.{func.__qualname__}")
+        existing = _registry.get(task_name)
+        if existing is not None and _path(existing.func) != _path(func):
+            raise InvalidTask(
+                f"task name {task_name!r} is already registered for {_path(existing.func)}"
+            )
+        registered = Task(func, task_name, queue, group, max_retries)
+        _registry[task_name] = registered
+        return registered
+
+    return register
+
+
+def get_task(name: str) -> Task | None:
+    """Return the task registered under ``name``, or None."""
+    return _registry.get(name)
+
+
+def registered_names() -> list[str]:
+    """Return the registered task names, sorted."""
+    return sorted(_registry)
+
+
+def validate_task_name(name: object) -> str:
+    """Return ``name`` if it can name a task (the rules of key parts), else raise."""
+    return validate_key_part(name, "task name")
+
+
+def check_count(value: object, what: str) -> int:
+    """Return ``value`` if it is a non-negative int, else raise InvalidTask."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidTask(f"{what} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def default_max_retries() -> int:
+    return int(app_settings.QUEUE_MAX_RETRIES)
+
+
+def _path(func: Callable[..., Any]) -> str:
+    return f"{func.__module__}.{func.__qualname__}"

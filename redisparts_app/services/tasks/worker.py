@@ -1,0 +1,334 @@
+"""``Worker`` runs tasks from several queues in priority order; ``Scheduler`` moves due
+delayed tasks and reaps expired leases.
+
+Delivery is at least once: a task moves from its queue to the group's in-flight
+set in one atomic step (a Lua script over queues of one hash tag), under a lease
+the worker extends from a heartbeat thread while the task runs. When a worker
+dies, the reaper (in every worker every ``maintenance_interval`` seconds, and in
+the scheduler at each lease deadline) puts the task back at the head of its
+queue; a task delivered QUEUE_MAX_DELIVERIES times whose worker died each time
+goes to quarantine instead of looping. A task that raises is retried after
+QUEUE_RETRY_DELAY · 2^(retry - 1) seconds (capped at QUEUE_RETRY_MAX_DELAY) up
+to its ``max_retries``, then lands in the failed registry with its error and
+traceback. A task may therefore run more than once (its worker died after the
+work but before recording it, or its lease expired while it still ran): write
+tasks to be idempotent.
+
+Idle workers block on a wake-up list (BLPOP, at most ``block`` seconds), never
+busy-poll; the scheduler blocks until the next due time or lease deadline (at
+most ``max_wait`` seconds) and is woken early by an enqueue with a delay.
+SIGTERM/SIGINT finish the current task, then stop; a second signal exits at once
+(the task comes back through the reaper). When Redis is unreachable both log
+it, back off exponentially (0.5 s doubling to 30 s) and resume.
+"""
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+from django.utils.module_loading import import_string
+
+from ...conf import app_settings
+from ...exceptions import InvalidTask
+from ...keys import validate_key_part
+from .queue import BATCH, TaskQueue, validate_seconds
+from .registry import get_task
+
+logger = logging.getLogger("redisparts.tasks")
+
+# Runners for task kinds other than registered @task callables.
+KIND_RUNNERS = {"django": "redisparts_app.tasks_backend.run_task"}
+
+
+class UnknownTask(Exception):
+    """The worker has no task registered under the task's name."""
+
+
+class Backoff:
+    """Exponential back-off delays: ``first`` seconds doubling up to ``most``."""
+
+    def __init__(self, first: float = 0.5, most: float = 30.0) -> None:
+        self.first, self.most, self.failures = first, most, 0
+
+    def next(self) -> float:
+        self.failures += 1
+        return min(self.most, self.first * 2 ** (self.failures - 1))
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+class _Stoppable:
+    """A stop flag set by SIGTERM/SIGINT while ``signals()`` is active."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        """Ask the loop to stop after the current step."""
+        self._stop.set()
+
+    @contextmanager
+    def signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {
+            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)
+        }
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self._stop.is_set():
+            logger.warning("second %s: exiting now", signal.Signals(signum).name)
+            raise SystemExit(1)
+        logger.info("%s: stopping after the current step", signal.Signals(signum).name)
+        self._stop.set()
+
+    def _guarded(self, backoff: Backoff, step: Callable[[], Any]) -> Any:
+        """Run ``step``; on a connection error log, wait the back-off delay and return None."""
+        try:
+            result = step()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            delay = backoff.next()
+            logger.warning("Redis unreachable (%s); retrying in %.1fs", exc, delay)
+            self._stop.wait(delay)
+            return None
+        backoff.reset()
+        return result
+
+
+class Worker(_Stoppable):
+    """Run tasks from ``queues`` (highest priority first) of one group."""
+
+    def __init__(
+        self,
+        queues: Sequence[str],
+        *,
+        group: str | None = None,
+        client: Any = None,
+        lease: float | None = None,
+        block: float = 1.0,
+        maintenance_interval: float = 2.0,
+        max_deliveries: int | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        super().__init__()
+        if isinstance(queues, str) or not queues:
+            raise InvalidTask("a worker needs a non-empty list of queue names")
+        self.queues = [validate_key_part(queue, "queue") for queue in queues]
+        if len(set(self.queues)) != len(self.queues):
+            raise InvalidTask(f"queue names repeat: {self.queues}")
+        self.queue = TaskQueue(group, client=client)
+        self.lease = validate_seconds(
+            app_settings.QUEUE_LEASE if lease is None else lease, "lease", allow_zero=False
+        )
+        self.block = validate_seconds(block, "block", allow_zero=False)
+        self.maintenance_interval = validate_seconds(
+            maintenance_interval, "maintenance_interval", allow_zero=False
+        )
+        self.max_deliveries = max_deliveries
+        self.worker_id = worker_id or (
+            f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        )
+        self.processed = 0
+        self._next_maintenance = 0.0
+
+    def run(self, *, burst: bool = False, max_tasks: int | None = None) -> int:
+        """Run tasks until stopped; return how many were run.
+
+        ``burst``: stop once every queue is empty. ``max_tasks``: stop after that many.
+        """
+        backoff = Backoff()
+        done = 0
+        logger.info("worker %s listening on %s", self.worker_id, ", ".join(self.queues))
+        with self.signals():
+            while not self.stopping and (max_tasks is None or done < max_tasks):
+                job = self._guarded(backoff, self._next_job)
+                if job is None:
+                    if burst and backoff.failures == 0:
+                        break
+                    if backoff.failures == 0:
+                        self._guarded(backoff, lambda: self.queue.wait_for_work(self._idle()))
+                    continue
+                self.perform(*job)
+                done += 1
+        logger.info("worker %s stopped after %d task(s)", self.worker_id, done)
+        return done
+
+    def _next_job(self) -> tuple[dict[str, Any], int] | None:
+        if time.monotonic() >= self._next_maintenance:
+            self.maintain()
+        return self.queue.dequeue(self.queues, self.worker_id, self.lease)
+
+    def _idle(self) -> float:
+        return max(0.01, min(self.block, self._next_maintenance - time.monotonic()))
+
+    def maintain(self) -> None:
+        """Reap expired leases and move due delayed tasks (the scheduler's job, as a backstop)."""
+        self._next_maintenance = time.monotonic() + self.maintenance_interval
+        requeued, quarantined, _ = self.queue.reap(self.max_deliveries)
+        if requeued or quarantined:
+            logger.warning("reaped %d task(s), quarantined %d", requeued, quarantined)
+        self.queue.schedule()
+
+    def perform(self, record: dict[str, Any], deliveries: int) -> str:
+        """Run one delivered task and record its outcome; return done, retry, fail or lost."""
+        task_id, name = record["id"], record["name"]
+        heartbeat = _Heartbeat(self.queue, task_id, self.worker_id, self.lease)
+        heartbeat.start()
+        try:
+            self._call(record)
+        except UnknownTask:
+            outcome, payload, delay = "fail", _error(f"unknown task name {name!r}: not "
+                                                     "registered in this worker"), 0.0  # fmt: skip
+        except Exception as exc:
+            outcome, payload, delay = self._failure(record, exc)
+        else:
+            outcome, payload, delay = "done", None, 0.0
+        finally:
+            heartbeat.stop()
+        settled = self._settle(task_id, outcome, payload, delay)
+        if not settled:
+            logger.warning("task %s (%s): lease lost before recording %s", task_id, name, outcome)
+            return "lost"
+        if outcome != "done":
+            logger.warning("task %s (%s) delivery %d: %s", task_id, name, deliveries, outcome)
+        return outcome
+
+    def _call(self, record: dict[str, Any]) -> None:
+        kind = record.get("kind", "task")
+        if kind != "task":
+            runner = import_string(KIND_RUNNERS[kind])
+            runner(record, self.worker_id, self.queue)
+            return
+        registered = get_task(record["name"])
+        if registered is None:
+            raise UnknownTask(record["name"])
+        registered.func(*record["args"], **record["kwargs"])
+
+    def _failure(self, record: dict[str, Any], exc: Exception) -> tuple[str, dict[str, Any], float]:
+        error = _error(f"{type(exc).__name__}: {exc}", traceback.format_exc())
+        if record.get("retries", 0) >= record.get("max_retries", 0):
+            return "fail", error, 0.0
+        retries = record.get("retries", 0) + 1
+        delay = min(
+            float(app_settings.QUEUE_RETRY_MAX_DELAY),
+            float(app_settings.QUEUE_RETRY_DELAY) * 2 ** (retries - 1),
+        )
+        return "retry", {**record, "retries": retries, "last_error": error["reason"]}, delay
+
+    def _settle(
+        self, task_id: str, outcome: str, payload: dict[str, Any] | None, delay: float
+    ) -> bool:
+        # The work is done: keep trying to record it while Redis is away, unless stopping
+        # for good (then the lease expires and the task runs again: at least once).
+        backoff = Backoff()
+        while True:
+            try:
+                return self.queue.settle(task_id, self.worker_id, outcome, payload, delay)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                wait = backoff.next()
+                logger.warning("Redis unreachable recording task %s (%s)", task_id, exc)
+                if backoff.failures > 8:
+                    return False
+                time.sleep(wait)
+
+
+class Scheduler(_Stoppable):
+    """Move due delayed tasks of one group to their queues and reap expired leases.
+
+    Several schedulers may run at once: each move is one script (ZRANGEBYSCORE,
+    ZREM, RPUSH), so every task is enqueued exactly once.
+    """
+
+    def __init__(
+        self,
+        group: str | None = None,
+        *,
+        client: Any = None,
+        max_wait: float = 1.0,
+        reap: bool = True,
+        max_deliveries: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.queue = TaskQueue(group, client=client)
+        self.max_wait = validate_seconds(max_wait, "max_wait", allow_zero=False)
+        self.reap = reap
+        self.max_deliveries = max_deliveries
+        self.moved = self.requeued = self.quarantined = 0
+
+    def run_once(self) -> float:
+        """Do one pass; return the seconds to wait before the next one."""
+        moved, next_due = self.queue.schedule()
+        self.moved += moved
+        waits = [self.max_wait]
+        if next_due is not None:
+            waits.append(next_due)
+        if self.reap:
+            requeued, quarantined, next_deadline = self.queue.reap(self.max_deliveries)
+            self.requeued += requeued
+            self.quarantined += quarantined
+            if next_deadline is not None:
+                waits.append(next_deadline)
+            if requeued or quarantined:
+                logger.warning("reaped %d task(s), quarantined %d", requeued, quarantined)
+        if moved >= BATCH:
+            return 0.0
+        # A due task whose queue is not yet known would otherwise spin the loop.
+        return max(0.05, min(waits))
+
+    def run(self, *, burst: bool = False) -> int:
+        """Run until stopped (``burst``: one pass); return how many tasks were moved."""
+        backoff = Backoff()
+        with self.signals():
+            while not self.stopping:
+                wait = self._guarded(backoff, self.run_once)
+                if burst:
+                    break
+                if wait:
+                    self._guarded(backoff, lambda w=wait: self.queue.wait_for_schedule(w))
+        return self.moved
+
+
+class _Heartbeat(threading.Thread):
+    """Extend a task's lease every third of the lease while it runs."""
+
+    def __init__(self, queue: TaskQueue, task_id: str, worker_id: str, lease: float) -> None:
+        super().__init__(daemon=True, name=f"heartbeat-{task_id}")
+        self.queue, self.task_id, self.worker_id, self.lease = queue, task_id, worker_id, lease
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        while not self._done.wait(self.lease / 3):
+            try:
+                if not self.queue.extend(self.task_id, self.worker_id, self.lease):
+                    logger.warning("task %s: lease lost while running", self.task_id)
+                    return
+            except redis.RedisError as exc:
+                logger.warning("task %s: cannot extend lease (%s)", self.task_id, exc)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+
+def _error(reason: str, trace: str = "") -> dict[str, Any]:
+    return {"reason": reason, "traceback": trace, "at": time.time()}

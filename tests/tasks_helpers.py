@@ -1,0 +1,118 @@
+"""Tasks registered for the task-queue tests, and helpers to run workers in processes.
+
+Completions are recorded in Redis keys outside the queue's keyspace, so the
+tests check the queue's guarantees independently of its own bookkeeping.
+"""
+
+import os
+import signal
+import time
+
+from django.core.mail import send_mail
+
+from redisparts_app.connection import get_redis
+from redisparts_app.services.tasks import Scheduler, Worker, task
+from tests.processes import CONTEXT
+
+DONE = "test:tasks:done"  # set of labels of finished runs
+RUNS = "test:tasks:runs"  # hash label -> number of runs
+ORDER = "test:tasks:order"  # list of labels in the order they ran
+
+
+@task(name="tests.record", queue="default", max_retries=0)
+def record(label: str, pause: float = 0.0) -> None:
+    if pause:
+        time.sleep(pause)
+    client = get_redis()
+    pipe = client.pipeline()
+    pipe.rpush(ORDER, label)
+    pipe.hincrby(RUNS, label, 1)
+    pipe.sadd(DONE, label)
+    pipe.execute()
+
+
+@task(name="tests.record_high", queue="high", max_retries=0)
+def record_high(label: str, pause: float = 0.0) -> None:
+    record.func(label, pause)
+
+
+@task(name="tests.flaky", queue="default", max_retries=2)
+def flaky(label: str) -> None:
+    get_redis().hincrby(RUNS, label, 1)
+    raise RuntimeError(f"flaky {label} failed")
+
+
+@task(name="tests.fails_until_flag", queue="default", max_retries=0)
+def fails_until_flag(label: str) -> None:
+    client = get_redis()
+    if not client.exists("test:tasks:flag"):
+        raise ValueError("flag not set")
+    client.sadd(DONE, label)
+
+
+@task(name="tests.suicide", queue="default", max_retries=5)
+def suicide(label: str) -> None:
+    get_redis().hincrby(RUNS, label, 1)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@task(name="tests.slow_marked", queue="default", max_retries=0)
+def slow_marked(label: str, seconds: float) -> None:
+    client = get_redis()
+    client.rpush(ORDER, f"start:{label}")
+    time.sleep(seconds)
+    client.rpush(ORDER, f"finish:{label}")
+
+
+@task(name="tests.send_sold_email", queue="email", max_retries=3)
+def send_sold_email(seller_email: str, item: str, price: int, buyer: str) -> None:
+    """The demo's "your item sold" e-mail, sent with Django's e-mail API."""
+    send_mail(
+        subject=f"Your {item} sold",
+        message=f"{buyer} bought your {item} for {price}.",
+        from_email="market@example.com",
+        recipient_list=[seller_email],
+    )
+
+
+def _run_worker(queues: list[str], lease: float, maintenance: float) -> None:
+    Worker(queues, lease=lease, maintenance_interval=maintenance, block=0.2).run()
+
+
+def start_worker(queues: list[str], lease: float = 1.0, maintenance: float = 0.3):
+    """Start a forked worker process running until signalled."""
+    process = CONTEXT.Process(target=_run_worker, args=(queues, lease, maintenance), daemon=True)
+    process.start()
+    return process
+
+
+def _run_scheduler(max_wait: float) -> None:
+    Scheduler(max_wait=max_wait).run()
+
+
+def start_scheduler(max_wait: float = 1.0):
+    """Start a forked scheduler process running until signalled."""
+    process = CONTEXT.Process(target=_run_scheduler, args=(max_wait,), daemon=True)
+    process.start()
+    return process
+
+
+def stop(process, sig: int = signal.SIGTERM, timeout: float = 20.0) -> int | None:
+    """Signal ``process`` and wait for it; kill it if it outlives ``timeout``."""
+    if process.is_alive():
+        os.kill(process.pid, sig)
+    process.join(timeout)
+    if process.is_alive():
+        process.kill()
+        process.join()
+    return process.exitcode
+
+
+def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05) -> bool:
+    """Poll ``predicate`` until true or ``timeout`` seconds pass; return its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)

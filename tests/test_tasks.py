@@ -1,0 +1,352 @@
+"""Task queues in one process: FIFO and priority order, delays, retries, the failed
+registry, quarantine listing, de-duplication, transactions and input validation."""
+
+import json
+
+import pytest
+from django.core import mail
+from django.db import transaction
+from django.test import override_settings
+
+from redisparts_app.exceptions import InvalidKeyPart, InvalidTask, TaskNotFound
+from redisparts_app.keys import slot_of
+from redisparts_app.services.tasks import Scheduler, TaskQueue, Worker, enqueue
+from tests.tasks_helpers import (
+    DONE,
+    ORDER,
+    RUNS,
+    fails_until_flag,
+    flaky,
+    record,
+    record_high,
+    send_sold_email,
+    start_scheduler,
+    stop,
+    wait_until,
+)
+
+
+def labels(redis_client) -> list[str]:
+    return [label.decode() for label in redis_client.lrange(ORDER, 0, -1)]
+
+
+def test_tasks_run_in_fifo_order(redis_client):
+    for n in range(20):
+        record.enqueue(f"t{n}")
+    assert Worker(["default"]).run(burst=True) == 20
+    assert labels(redis_client) == [f"t{n}" for n in range(20)]
+    assert TaskQueue().counts() == {
+        "queues": {"default": 0}, "delayed": 0, "inflight": 0, "failed": 0, "quarantine": 0,
+    }  # fmt: skip
+
+
+def test_first_non_empty_queue_wins(redis_client):
+    record.enqueue("low1")
+    record_high.enqueue("high1")
+    record.enqueue("low2")
+    record_high.enqueue("high2")
+    Worker(["high", "default"]).run(burst=True)
+    assert labels(redis_client) == ["high1", "high2", "low1", "low2"]
+
+
+def test_worker_only_takes_its_queues(redis_client):
+    record.enqueue("low")
+    record_high.enqueue("high")
+    assert Worker(["high"]).run(burst=True) == 1
+    assert labels(redis_client) == ["high"]
+    assert TaskQueue().length("default") == 1
+
+
+def test_max_tasks_stops_the_worker(redis_client):
+    for n in range(5):
+        record.enqueue(f"t{n}")
+    assert Worker(["default"]).run(max_tasks=3) == 3
+    assert TaskQueue().length("default") == 2
+
+
+def test_keys_of_a_group_share_one_cluster_slot():
+    queue = TaskQueue("shop")
+    keys = [queue.queue_key("a"), queue.queue_key("b"), queue.key("inflight"),
+            queue.key("delayed"), queue.key("wake"), queue.result_key("x")]  # fmt: skip
+    assert len({slot_of(key) for key in keys}) == 1
+
+
+@pytest.mark.slow
+def test_delayed_tasks_become_runnable_when_due(redis_client):
+    """The book's scenario: delays 0, 0.5, 0, 1.5 s; two runnable at once, four by ~2 s."""
+    queue = TaskQueue()
+    ids = [record.enqueue_in(delay, f"d{delay}-{n}") for n, delay in enumerate((0, 0.5, 0, 1.5))]
+    assert queue.length("default") == 2
+    delayed = queue.delayed()
+    assert [info.id for info in delayed] == [ids[1], ids[3]]
+    assert delayed[0].due_at < delayed[1].due_at
+    scheduler = start_scheduler()
+    try:
+        assert wait_until(lambda: queue.length("default") == 4, timeout=20)
+    finally:
+        assert stop(scheduler) == 0
+    ready = [info.id for info in queue.peek("default")]
+    assert ready == [ids[0], ids[2], ids[1], ids[3]]
+    assert queue.delayed() == []
+
+
+def test_scheduler_leaves_tasks_that_are_not_due(redis_client):
+    queue = TaskQueue()
+    record.enqueue_in(60, "later")
+    scheduler = Scheduler()
+    wait = scheduler.run_once()
+    assert scheduler.moved == 0
+    assert queue.length("default") == 0
+    assert 0 < wait <= 1.0
+
+
+def test_failing_task_is_retried_then_lands_in_failed_with_traceback(redis_client):
+    queue = TaskQueue()
+    with override_settings(REDISPARTS={"QUEUE_RETRY_DELAY": 0.01}):
+        task_id = flaky.enqueue("x")
+        worker = Worker(["default"])
+        for _ in range(3):
+            assert wait_until(lambda: queue.schedule()[0] or queue.length("default"), 10)
+            assert worker.run(max_tasks=1) == 1
+    assert int(redis_client.hget(RUNS, "x")) == 3  # first run + max_retries=2
+    [failed] = queue.failed()
+    assert failed.id == task_id
+    assert failed.error == "RuntimeError: flaky x failed"
+    assert "Traceback" in failed.traceback
+    assert "raise RuntimeError" in failed.traceback
+    assert failed.retries == 2
+    assert failed.deliveries == 3
+    assert failed.failed_at is not None
+    assert queue.counts()["delayed"] == 0
+
+
+def test_retry_waits_with_exponential_backoff(redis_client):
+    queue = TaskQueue()
+    with override_settings(REDISPARTS={"QUEUE_RETRY_DELAY": 100, "QUEUE_RETRY_MAX_DELAY": 150}):
+        flaky.enqueue("x")
+        Worker(["default"]).run(burst=True)
+        [first] = queue.delayed()
+        assert first.retries == 1
+        assert 95 < first.due_at - first.enqueued_at < 110
+        queue.client.zadd(queue.key("delayed"), {first.id: 0})  # make it due now
+        queue.schedule()
+        Worker(["default"]).run(burst=True)
+        [second] = queue.delayed()
+        assert second.retries == 2
+        # 200 s capped at QUEUE_RETRY_MAX_DELAY.
+        assert 140 < second.due_at - second.enqueued_at < 160
+
+
+def test_requeue_from_failed_runs_the_task(redis_client):
+    queue = TaskQueue()
+    task_id = fails_until_flag.enqueue("f")
+    Worker(["default"]).run(burst=True)
+    [failed] = queue.failed()
+    assert failed.error == "ValueError: flag not set"
+    redis_client.set("test:tasks:flag", 1)
+    queue.requeue(task_id)
+    assert queue.failed() == []
+    assert queue.get(task_id).retries == 0
+    assert Worker(["default"]).run(burst=True) == 1
+    assert redis_client.sismember(DONE, "f")
+    with pytest.raises(TaskNotFound):
+        queue.get(task_id)
+
+
+def test_delete_removes_a_failed_task(redis_client):
+    queue = TaskQueue()
+    task_id = fails_until_flag.enqueue("f")
+    Worker(["default"]).run(burst=True)
+    queue.delete(task_id)
+    assert queue.failed() == []
+    with pytest.raises(TaskNotFound):
+        queue.get(task_id)
+    with pytest.raises(TaskNotFound):
+        queue.delete(task_id)
+    with pytest.raises(TaskNotFound):
+        queue.requeue(task_id)
+    assert not any(redis_client.hexists(queue.key(role), task_id)
+                   for role in ("tasks", "errors", "deliveries"))  # fmt: skip
+
+
+def test_delete_removes_a_queued_task(redis_client):
+    queue = TaskQueue()
+    keep = record.enqueue("keep")
+    drop = record.enqueue("drop")
+    queue.delete(drop)
+    assert [info.id for info in queue.peek("default")] == [keep]
+    Worker(["default"]).run(burst=True)
+    assert labels(redis_client) == ["keep"]
+
+
+def test_requeue_refuses_a_task_that_has_not_failed(redis_client):
+    task_id = record.enqueue("queued")
+    with pytest.raises(TaskNotFound, match="failed registry"):
+        TaskQueue().requeue(task_id)
+    assert TaskQueue().length("default") == 1
+
+
+def test_unknown_task_name_lands_in_failed_with_the_reason(redis_client):
+    queue = TaskQueue()
+    task_id = enqueue("nobody.knows.me", args=[1], queue="default")
+    assert Worker(["default"]).run(burst=True) == 1
+    [failed] = queue.failed()
+    assert failed.id == task_id
+    assert failed.name == "nobody.knows.me"
+    assert "unknown task name 'nobody.knows.me'" in failed.error
+
+
+def test_duplicate_enqueue_with_a_dedup_key_runs_once(redis_client):
+    first = record.enqueue_with(args=["once"], dedup_key="order-42")
+    second = record.enqueue_with(args=["once"], dedup_key="order-42")
+    other = record.enqueue_with(args=["other"], dedup_key="order-43")
+    assert second == first
+    assert other != first
+    Worker(["default"]).run(burst=True)
+    assert sorted(labels(redis_client)) == ["once", "other"]
+    assert 0 < redis_client.pttl(TaskQueue().key("dedup", "order-42")) <= 3600 * 1000
+
+
+def test_listings_page_through_ranges(redis_client):
+    queue = TaskQueue()
+    ids = [record.enqueue(f"t{n}") for n in range(7)]
+    assert [i.id for i in queue.peek("default", 0, 3)] == ids[:3]
+    assert [i.id for i in queue.peek("default", 3, 3)] == ids[3:6]
+    assert [i.id for i in queue.peek("default", 6, 3)] == ids[6:]
+    info = queue.peek("default", 0, 1)[0]
+    assert (info.name, info.queue, info.args, info.kwargs) == ("tests.record", "default",
+                                                              ["t0"], {})  # fmt: skip
+    with pytest.raises(InvalidTask):
+        queue.peek("default", -1, 3)
+    with pytest.raises(InvalidTask):
+        queue.failed(0, 0)
+
+
+def test_inflight_lists_worker_lease_and_deliveries(redis_client):
+    queue = TaskQueue()
+    task_id = record.enqueue("held")
+    record_, deliveries = queue.dequeue(["default"], "w-1", lease=30)
+    assert (record_["id"], deliveries) == (task_id, 1)
+    [held] = queue.inflight()
+    assert (held.id, held.worker, held.deliveries) == (task_id, "w-1", 1)
+    assert held.lease_until > held.enqueued_at + 25
+    assert queue.extend(task_id, "w-1", 60)
+    assert not queue.extend(task_id, "w-2", 60)
+    assert queue.inflight()[0].lease_until > held.lease_until + 25
+
+
+def test_expired_lease_is_reaped_back_to_the_head_of_its_queue(redis_client):
+    queue = TaskQueue()
+    first = record.enqueue("first")
+    second = record.enqueue("second")
+    queue.dequeue(["default"], "dead-worker", lease=0.001)
+    assert wait_until(lambda: queue.reap()[0] == 1, timeout=5)
+    assert [i.id for i in queue.peek("default")] == [first, second]
+    # The dead worker can no longer record an outcome.
+    assert not queue.settle(first, "dead-worker", "done")
+    assert queue.get(first).deliveries == 1
+
+
+def test_task_reaped_too_often_goes_to_quarantine(redis_client):
+    queue = TaskQueue()
+    task_id = record.enqueue("poison")
+    for _ in range(3):
+        queue.dequeue(["default"], "w", lease=0.001)
+        assert wait_until(lambda: sum(queue.reap(max_deliveries=3)[:2]) == 1, timeout=5)
+    [quarantined] = queue.quarantined()
+    assert quarantined.id == task_id
+    assert quarantined.deliveries == 3
+    assert "delivered 3 times" in quarantined.error
+    assert queue.length("default") == 0
+    queue.requeue(task_id)
+    assert queue.quarantined() == []
+    assert queue.get(task_id).deliveries == 0
+    Worker(["default"]).run(burst=True)
+    assert labels(redis_client) == ["poison"]
+
+
+def test_sold_email_task_sends_mail_through_django(redis_client):
+    mail.outbox.clear()
+    send_sold_email.enqueue("seller@example.com", "sword", 120, "bob")
+    assert Worker(["email"]).run(burst=True) == 1
+    [message] = mail.outbox
+    assert message.subject == "Your sword sold"
+    assert message.to == ["seller@example.com"]
+    assert "bob bought your sword for 120" in message.body
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_inside_a_rolled_back_transaction_never_runs(redis_client):
+    def purchase() -> None:
+        with transaction.atomic():
+            record.enqueue("rolled-back")
+            raise RuntimeError("purchase failed")
+
+    with pytest.raises(RuntimeError, match="purchase failed"):
+        purchase()
+    assert TaskQueue().length("default") == 0
+    assert Worker(["default"]).run(burst=True) == 0
+    assert labels(redis_client) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_inside_a_committed_transaction_runs_after_commit(redis_client):
+    with transaction.atomic():
+        task_id = record.enqueue("committed")
+        assert TaskQueue().length("default") == 0
+    assert TaskQueue().get(task_id).name == "tests.record"
+    Worker(["default"]).run(burst=True)
+    assert labels(redis_client) == ["committed"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_commit_false_enqueues_at_once(redis_client):
+    with transaction.atomic():
+        record.enqueue_with(args=["now"], on_commit=False)
+        assert TaskQueue().length("default") == 1
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"),
+    [
+        (lambda: record.enqueue(object()), InvalidTask, "JSON-serialisable"),
+        (lambda: record.enqueue(float("nan")), InvalidTask, "JSON-serialisable"),
+        (lambda: record.enqueue("x" * 70000), InvalidTask, "QUEUE_MAX_ARGS_BYTES"),
+        (lambda: record.enqueue_in(-1, "x"), InvalidTask, "delay"),
+        (lambda: record.enqueue_in("soon", "x"), InvalidTask, "delay"),
+        (lambda: enqueue("bad:name"), InvalidKeyPart, "task name"),
+        (lambda: enqueue(""), InvalidKeyPart, "task name"),
+        (lambda: enqueue("ok", queue="q{1}"), InvalidKeyPart, "queue"),
+        (lambda: enqueue("ok", queue="a\nb"), InvalidKeyPart, "queue"),
+        (lambda: enqueue("ok", group="g*"), InvalidKeyPart, "queue group"),
+        (lambda: enqueue("ok", args="abc"), InvalidTask, "list or tuple"),
+        (lambda: enqueue("ok", kwargs={1: 2}), InvalidTask, "string keys"),
+        (lambda: enqueue("ok", max_retries=-1), InvalidTask, "max_retries"),
+        (lambda: record.enqueue_with(args=["x"], dedup_key="a:b"), InvalidKeyPart, "de-dup"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_is_written(redis_client, call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+    assert redis_client.dbsize() == 0
+
+
+def test_worker_refuses_bad_queue_lists():
+    with pytest.raises(InvalidTask):
+        Worker([])
+    with pytest.raises(InvalidTask):
+        Worker("default")
+    with pytest.raises(InvalidTask, match="repeat"):
+        Worker(["a", "a"])
+    with pytest.raises(InvalidKeyPart):
+        Worker(["a:b"])
+    with pytest.raises(InvalidTask, match="lease"):
+        Worker(["a"], lease=0)
+
+
+def test_task_record_is_plain_json(redis_client):
+    task_id = record.enqueue("json", pause=0)
+    body = json.loads(redis_client.hget(TaskQueue().key("tasks"), task_id))
+    assert body["name"] == "tests.record"
+    assert body["args"] == ["json"]
+    assert body["kwargs"] == {"pause": 0}
