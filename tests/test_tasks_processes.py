@@ -1,0 +1,128 @@
+"""Task queues across processes: workers killed with SIGKILL lose no task, a task that
+kills its worker ends in quarantine, concurrent schedulers enqueue each delayed task
+exactly once, and SIGTERM lets the current task finish.
+
+Completions are recorded by the tasks themselves in keys outside the queue's
+keyspace (tests.tasks_helpers.DONE / RUNS), an independent check of the invariant.
+"""
+
+import random
+import signal
+import time
+
+import pytest
+from django.test import override_settings
+
+from redisparts_app.services.tasks import TaskQueue, Worker, enqueue
+from tests.tasks_helpers import (
+    DONE,
+    ORDER,
+    RUNS,
+    record,
+    slow_marked,
+    start_scheduler,
+    start_worker,
+    stop,
+    suicide,
+    wait_until,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def kill_workers_repeatedly(queues: list[str], kills: int) -> None:
+    rng = random.Random(1234)
+    for _ in range(kills):
+        worker = start_worker(queues, lease=0.5, maintenance=0.2)
+        time.sleep(rng.uniform(0.1, 0.35))
+        assert stop(worker, signal.SIGKILL) == -signal.SIGKILL
+
+
+def finish_with_a_healthy_worker(redis_client, queues: list[str], expected: set[str]) -> None:
+    worker = start_worker(queues, lease=0.5, maintenance=0.2)
+    try:
+        assert wait_until(lambda: redis_client.scard(DONE) == len(expected), timeout=30)
+    finally:
+        assert stop(worker) == 0
+    assert {label.decode() for label in redis_client.smembers(DONE)} == expected
+    runs = {k.decode(): int(v) for k, v in redis_client.hgetall(RUNS).items()}
+    assert set(runs) == expected
+    assert all(count >= 1 for count in runs.values())
+    counts = TaskQueue().counts()
+    assert counts["inflight"] == counts["failed"] == counts["quarantine"] == 0
+    assert sum(counts["queues"].values()) == 0
+
+
+def test_worker_killed_mid_task_repeatedly_loses_no_task(redis_client):
+    expected = {f"t{n}" for n in range(100)}
+    for n in range(100):
+        record.enqueue(f"t{n}", pause=0.06)
+    kill_workers_repeatedly(["default"], kills=20)
+    # The kills interrupted the work: the healthy worker has tasks left to do.
+    assert redis_client.scard(DONE) < len(expected)
+    finish_with_a_healthy_worker(redis_client, ["default"], expected)
+
+
+def test_worker_on_three_priority_queues_killed_repeatedly_loses_no_task(redis_client):
+    expected = set()
+    for n in range(90):
+        queue = ("high", "default", "low")[n % 3]
+        enqueue("tests.record", args=[f"{queue}{n}"], kwargs={"pause": 0.06}, queue=queue)
+        expected.add(f"{queue}{n}")
+    kill_workers_repeatedly(["high", "default", "low"], kills=20)
+    assert redis_client.scard(DONE) < len(expected)
+    finish_with_a_healthy_worker(redis_client, ["high", "default", "low"], expected)
+
+
+def test_task_that_kills_its_worker_ends_in_quarantine(redis_client):
+    queue = TaskQueue()
+    with override_settings(REDISPARTS={"QUEUE_MAX_DELIVERIES": 3}):
+        task_id = suicide.enqueue("poison")
+        record.enqueue("healthy")
+        for _ in range(10):
+            worker = start_worker(["default"], lease=0.5, maintenance=0.2)
+            wait_until(lambda w=worker: not w.is_alive() or queue.quarantined(), timeout=20)
+            if queue.quarantined():
+                assert stop(worker) == 0
+                break
+            assert worker.exitcode == -signal.SIGKILL
+    [quarantined] = queue.quarantined()
+    assert quarantined.id == task_id
+    assert quarantined.deliveries == 3
+    assert int(redis_client.hget(RUNS, "poison")) == 3
+    assert redis_client.sismember(DONE, "healthy")
+    assert queue.counts()["inflight"] == 0
+
+
+def test_two_schedulers_enqueue_each_delayed_task_exactly_once(redis_client):
+    queue = TaskQueue()
+    schedulers = [start_scheduler(max_wait=0.2) for _ in range(2)]
+    try:
+        expected = set()
+        for n in range(200):
+            record.enqueue_in(0.05 + (n % 20) * 0.05, f"d{n}")
+            expected.add(f"d{n}")
+        assert wait_until(lambda: queue.length("default") == 200, timeout=30)
+        time.sleep(0.3)  # room for a duplicate push to show up
+    finally:
+        assert [stop(s) for s in schedulers] == [0, 0]
+    assert queue.length("default") == 200
+    assert queue.counts()["delayed"] == 0
+    Worker(["default"]).run(burst=True)
+    runs = {k.decode(): int(v) for k, v in redis_client.hgetall(RUNS).items()}
+    assert runs == dict.fromkeys(expected, 1)
+
+
+def test_sigterm_lets_the_current_task_finish(redis_client):
+    slow_marked.enqueue("s", 1.5)
+    record.enqueue("next")
+    worker = start_worker(["default"], lease=5)
+    try:
+        assert wait_until(lambda: redis_client.lrange(ORDER, 0, -1) == [b"start:s"], timeout=20)
+    finally:
+        exitcode = stop(worker, signal.SIGTERM)
+    assert exitcode == 0
+    assert redis_client.lrange(ORDER, 0, -1) == [b"start:s", b"finish:s"]
+    counts = TaskQueue().counts()
+    assert counts["inflight"] == 0
+    assert counts["queues"]["default"] == 1  # the next task was left for another worker
