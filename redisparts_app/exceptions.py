@@ -161,8 +161,8 @@ class InvalidContactName(InvalidKeyPart):
     """
 
 
-class InvalidCompletionLimit(RedisPartsError, ValueError):
-    """An autocomplete limit or list size is not a positive integer in range."""
+class InvalidCompletionArgument(RedisPartsError, ValueError):
+    """An autocomplete limit, list size, attempt count or method is out of range."""
 
 
 class CompletionConflict(RedisPartsError):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from redisparts_app import keys
 from redisparts_app.exceptions import (
     CompletionConflict,
-    InvalidCompletionLimit,
+    InvalidCompletionArgument,
     InvalidContactName,
     InvalidKeyPart,
 )
@@ -512,17 +512,21 @@ def test_bad_prefixes_are_refused(prefix):
 
 @pytest.mark.parametrize("limit", [0, -1, 1001, "3", 2.5, True])
 def test_bad_limits_are_refused(limit):
-    with pytest.raises(InvalidCompletionLimit):
+    with pytest.raises(InvalidCompletionArgument):
         AddressBook("knights", client=DEAD).complete("a", limit)
-    with pytest.raises(InvalidCompletionLimit):
+    with pytest.raises(InvalidCompletionArgument):
         suggest("ann", "knights", "a", limit, client=DEAD)
 
 
 def test_non_strings_and_unknown_methods_are_refused():
     with pytest.raises(TypeError):
         AddressBook("knights", client=DEAD).join(42)
-    with pytest.raises(ValueError, match="method must be one of lex, book"):
+    with pytest.raises(InvalidCompletionArgument, match="method must be one of lex, book"):
         AddressBook("knights", method="scan", client=DEAD)
+    with pytest.raises(InvalidCompletionArgument, match="max_attempts"):
+        AddressBook("knights", method="book", max_attempts=0, client=DEAD)
+    with pytest.raises(InvalidCompletionArgument, match="max_size"):
+        RecentContacts("ann", max_size=-1, client=DEAD)
 
 
 # --- management command ----------------------------------------------------------------
@@ -560,3 +564,42 @@ def test_command_reports_bad_arguments_with_exit_status_2(argv):
     with pytest.raises(CommandError) as failure:
         call_command("rp_autocomplete", *argv)
     assert failure.value.returncode == 2
+
+
+def test_command_purges_old_sentinels_and_prints_names(redis_client, capsys):
+    book = AddressBook("knights")
+    book.join_many(["Ann", "Anna Lee"])
+    token = SENTINEL_MARK + b"1000-dead"  # stamped in 1970: residue of a killed lookup
+    redis_client.zadd(book.index_key, {b"an" + token: 0, b"an\xff" + token: 0})
+    call_command("rp_autocomplete", "knights", "--purge-sentinels", "60", "--query", "AN")
+    assert capsys.readouterr().out.splitlines() == ["Purged 2 sentinel(s).", "Ann", "Anna Lee"]
+    assert sentinels_in(redis_client, book.index_key) == []
+
+
+def test_command_stops_cleanly_on_ctrl_c(tmp_path, monkeypatch):
+    names = tmp_path / "names.txt"
+    names.write_text("\n".join(f"name {i}" for i in range(1200)), encoding="utf-8")
+    join_many = AddressBook.join_many
+    batches = []
+
+    def interrupted_after_one_batch(self, batch):
+        if batches:
+            raise KeyboardInterrupt
+        batches.append(len(batch))
+        return join_many(self, batch)
+
+    monkeypatch.setattr(AddressBook, "join_many", interrupted_after_one_batch)
+    with pytest.raises(CommandError, match="interrupted: 500 of 1200 names loaded") as failure:
+        call_command("rp_autocomplete", "knights", "--load", str(names), verbosity=0)
+    assert failure.value.returncode == 130
+    assert len(AddressBook("knights")) == 500
+
+
+def test_command_reports_an_unreachable_redis_with_exit_status_3():
+    dead = {"default": {"URL": "unix:///nonexistent/redis.sock"}}
+    with (
+        override_settings(REDISPARTS={"CONNECTIONS": dead}),
+        pytest.raises(CommandError, match="cannot reach Redis") as failure,
+    ):
+        call_command("rp_autocomplete", "knights", "--query", "a")
+    assert failure.value.returncode == 3

@@ -39,6 +39,8 @@ Keys (``{user}`` and ``{guild}`` are validated with ``keys.validate_key_part``):
 
 Names (contacts, members and prefixes) are str; they are stored as UTF-8 in NFC
 form. Times (sentinel ages) are in seconds. Nothing here blocks or expires.
+Every call's keys share one hash tag, so the services run on a Redis Cluster;
+there the book method's WATCH/MULTI goes to the primary holding the guild's slot.
 """
 
 import random
@@ -55,15 +57,15 @@ from redis.exceptions import WatchError
 from .. import keys, lua
 from ..conf import app_settings
 from ..connection import get_redis
-from ..exceptions import CompletionConflict, InvalidCompletionLimit, InvalidContactName
+from ..exceptions import CompletionConflict, InvalidCompletionArgument, InvalidContactName
 
 COMPONENT = "ac"
 METHODS = ("lex", "book")
 # Removed when folding: combining marks (accents) and format characters (ZWJ, ZWNJ).
 _FOLD_DROP = frozenset({"Mn", "Me", "Cf"})
-# Refused in names: controls, surrogates, private use, unassigned (so U+10FFFF never
-# occurs), line and paragraph separators. Format characters are allowed for
-# ZWNJ/ZWJ (Persian, emoji sequences), except the invisible ones listed below.
+# Refused in names: controls (so no NUL), surrogates, private use, unassigned, line
+# and paragraph separators; format characters (Cf) too, but for ZWNJ and ZWJ, which
+# Persian words and emoji sequences need.
 _NAME_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cs", "Co", "Cn", "Zl", "Zp"})
 _NAME_ALLOWED_FORMAT = frozenset({"\u200c", "\u200d"})
 # Sentinels carry two NUL bytes; real entries hold exactly one (folded text has none).
@@ -132,9 +134,9 @@ def validate_limit(value: object, default: int) -> int:
     """Return ``value`` (or ``default`` when None) if it is an int from 1 to 1000."""
     limit = default if value is None else value
     if isinstance(limit, bool) or not isinstance(limit, int):
-        raise InvalidCompletionLimit(f"limit must be an integer, got {limit!r}")
+        raise InvalidCompletionArgument(f"limit must be an integer, got {limit!r}")
     if not 1 <= limit <= _MAX_LIMIT:
-        raise InvalidCompletionLimit(f"limit must be between 1 and {_MAX_LIMIT}, got {limit}")
+        raise InvalidCompletionArgument(f"limit must be between 1 and {_MAX_LIMIT}, got {limit}")
     return limit
 
 
@@ -174,7 +176,7 @@ class RecentContacts:
         self.user = keys.validate_key_part(user, "user")
         size = app_settings.AUTOCOMPLETE_RECENT_MAX if max_size is None else max_size
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise InvalidCompletionLimit(f"max_size must be a positive integer, got {size!r}")
+            raise InvalidCompletionArgument(f"max_size must be a positive integer, got {size!r}")
         self.max_size = size
         self.client = _client(client)
         self.recent_key = keys.make_key(COMPONENT, self.user, "recent")
@@ -254,7 +256,13 @@ class AddressBook:
         self.guild = keys.validate_key_part(guild, "guild")
         self.method = app_settings.AUTOCOMPLETE_METHOD if method is None else method
         if self.method not in METHODS:
-            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+            raise InvalidCompletionArgument(
+                f"method must be one of {', '.join(METHODS)}, got {self.method!r}"
+            )
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise InvalidCompletionArgument(
+                f"max_attempts must be a positive integer, got {max_attempts!r}"
+            )
         self.client = _client(client)
         self.max_attempts = max_attempts
         self.clock = clock
@@ -328,7 +336,9 @@ class AddressBook:
         on_watched: Callable[[int], None] | None,
     ) -> list[str]:
         token = f"{int(self.clock() * 1000)}-{uuid.uuid4().hex}".encode()
-        # Just before "<query>\0<name>" and "<query><more>", and just after all of them.
+        # Entries are "<folded>\0<name>" and a name never starts with NUL, so "<query>\0\0..."
+        # sorts after every entry below the query and before every entry starting with it;
+        # "<query>\xff..." sorts after those (UTF-8 has no 0xFF) and before every entry above.
         start = query + SENTINEL_MARK + token
         end = query + _AFTER_ANY_UTF8 + SENTINEL_MARK + token
         sentinels = {start: 0, end: 0}

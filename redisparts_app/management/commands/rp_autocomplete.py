@@ -27,7 +27,10 @@ class Command(BaseCommand):
         )
         parser.add_argument("--query", metavar="PREFIX", help="print the names completing PREFIX")
         parser.add_argument(
-            "--limit", type=int, default=None, help="names printed by --query (default 10)"
+            "--limit",
+            type=int,
+            default=None,
+            help="names printed by --query (default: the AUTOCOMPLETE_LIMIT setting, 10)",
         )
         parser.add_argument(
             "--method", choices=METHODS, default=None, help="completion method (default: setting)"
