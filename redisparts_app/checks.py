@@ -37,7 +37,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="redisparts.E001",
             )
         )
-    for name in ("MAX_KEY_PART_LENGTH", "CHECK_TIMEOUT"):
+    for name in ("MAX_KEY_PART_LENGTH", "CHECK_TIMEOUT", "LOCK_TTL", "LOCK_TIMEOUT"):
         value = getattr(app_settings, name)
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             errors.append(

@@ -107,6 +107,10 @@ DEFAULTS: dict[str, Any] = {
     "QUEUE_DEDUP_TTL": 3600.0,
     # Seconds a Django Tasks result stays readable after its last update.
     "QUEUE_RESULT_TTL": 86400.0,
+    # Seconds a lock is held before it expires unless extended (services.locks.Lock ttl).
+    "LOCK_TTL": 10.0,
+    # Seconds Lock.acquire waits for a held lock before raising LockTimeout.
+    "LOCK_TIMEOUT": 10.0,
 }
 
 

@@ -292,3 +292,33 @@ class TaskNotFound(RedisPartsError, LookupError):
     def __init__(self, task_id: str, where: str = "") -> None:
         self.task_id, self.where = task_id, where
         super().__init__(f"no task {task_id!r}{' ' + where if where else ''}")
+
+
+class InvalidDuration(RedisPartsError, ValueError):
+    """A TTL, timeout or interval was not a usable number of seconds."""
+
+    def __init__(self, what: str, value: object, reason: str) -> None:
+        self.what, self.value, self.reason = what, value, reason
+        super().__init__(f"invalid {what} {value!r}: {reason}")
+
+
+class LockTimeout(RedisPartsError):
+    """A lock stayed held by others for the whole wait."""
+
+    def __init__(self, name: str, timeout: float) -> None:
+        self.name, self.timeout = name, timeout
+        super().__init__(
+            f"lock {name!r} still held by another owner after waiting {timeout:g}s; "
+            "retry later or raise the timeout"
+        )
+
+
+class LockNotOwned(RedisPartsError):
+    """The lock expired or belongs to another holder: this holder can no longer act on it."""
+
+    def __init__(self, name: str, action: str) -> None:
+        self.name, self.action = name, action
+        super().__init__(
+            f"cannot {action} lock {name!r}: it expired or another holder owns it now; "
+            "work done under it since its TTL ran out was not protected"
+        )

@@ -10,3 +10,5 @@ CACHES = {
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+# A test-only app whose model guards writes with lock fencing tokens (test_locks.py).
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.fencing"]  # noqa: F405

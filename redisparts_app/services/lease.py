@@ -1,0 +1,336 @@
+"""Leases: exclusive, expiring ownership of one Redis key, with a heartbeat.
+
+A lease is a key holding a random owner token (uuid4 hex) with a TTL. Whoever
+set the key owns it until it expires or is released; only the owner can extend
+or release it, each checked and done atomically in Lua (compare-and-PEXPIRE,
+compare-and-DEL). Locks (``services.locks``) stand on it; so can any component
+that needs one process at a time on a job (schedulers, reapers): the caller
+picks the key.
+
+Keys: ``key`` (the caller's; the owner token, with a PX TTL) and optionally,
+in the same hash tag as ``key``:
+
+- ``fence_key``: a counter INCRed atomically with each acquisition, giving a
+  strictly increasing fencing token (``Lease.fence``). It never expires: a
+  counter that restarted at 1 would make every later token look stale.
+- ``signal_key``: a short-lived list a release pushes to, so waiters blocked
+  in BLPOP wake up at once instead of polling.
+
+Units: TTLs, timeouts and intervals are seconds (floats) in the API and
+milliseconds in Redis. TTLs are kept by the Redis server's clock; waiting
+uses the caller's monotonic clock (``clock``).
+
+Reporting: ``extend()`` and ``release()`` return False when the lease is no
+longer owned (expired, or taken by someone else since), and set ``lost``. The
+heartbeat thread (``start_heartbeat``) extends the lease every ``interval``
+seconds while it is owned; when an extension finds it gone, or Redis cannot
+confirm it for a whole TTL, it sets ``lost`` and calls ``on_lost(lease)`` once.
+
+Guarantee and limits: at most one owner token is stored in ``key`` at a time,
+and a holder never extends or deletes a lease it no longer owns. But the TTL
+is a promise of Redis, not of the holder: a holder that pauses longer than
+the TTL (GC, SIGSTOP, swap, a slow network) may still act after another has
+taken over; it learns it at its next extend/release or heartbeat. A protected
+resource that must reject such late writes compares the fencing token
+(see ``services.locks.fenced_update``). On a failover to a replica that had
+not received the SET, two holders can coexist; the fence still increases only
+if the counter survived.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from .. import lua
+from ..connection import get_redis
+from ..exceptions import InvalidDuration
+
+logger = logging.getLogger(__name__)
+
+# A wake-up signal only has to outlive the gap between a waiter's failed attempt
+# and its BLPOP; an older one would only cost a waiter one extra attempt.
+SIGNAL_TTL_MS = 2000
+# The longest TTL Redis accepts in one PX argument without overflow worries (~292 years).
+MAX_SECONDS = 2**53 / 1000
+
+
+def validate_seconds(value: Any, what: str, *, allow_zero: bool = False) -> float:
+    """Return ``value`` as float seconds, or raise InvalidDuration (a ValueError).
+
+    Refuse booleans, non-numbers, NaN, infinities, negatives, zero unless
+    ``allow_zero``, and positive values under one millisecond (Redis counts ms).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidDuration(what, value, "must be a number of seconds")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds > MAX_SECONDS:
+        raise InvalidDuration(what, value, "must be a finite number of seconds")
+    if seconds < 0 or (seconds == 0 and not allow_zero):
+        bound = "zero or more" if allow_zero else "more than zero"
+        raise InvalidDuration(what, value, f"must be {bound} seconds")
+    if 0 < seconds < 0.001:
+        raise InvalidDuration(what, value, "must be at least 0.001 seconds (1 ms)")
+    return seconds
+
+
+def validate_heartbeat(interval: float | None, ttl: float, max_renewals: int | None) -> float:
+    """Return the heartbeat interval in seconds (default ttl/3), or raise a ValueError.
+
+    The interval must be shorter than ``ttl``; ``max_renewals`` None or a whole number >= 0.
+    """
+    if max_renewals is not None and (
+        isinstance(max_renewals, bool) or not isinstance(max_renewals, int) or max_renewals < 0
+    ):
+        raise ValueError(f"max_renewals must be a whole number >= 0, got {max_renewals!r}")
+    if interval is None:
+        return ttl / 3
+    interval = validate_seconds(interval, "heartbeat interval")
+    if interval >= ttl:
+        raise InvalidDuration("heartbeat interval", interval, f"must be shorter than the ttl {ttl}")
+    return interval
+
+
+def to_ms(seconds: float) -> int:
+    """Return whole milliseconds for Redis, never rounding a positive duration down to 0."""
+    return max(1, round(seconds * 1000))
+
+
+class Lease:
+    """Exclusive, expiring ownership of ``key`` for ``ttl`` seconds.
+
+    ``fence_key`` and ``signal_key`` (same hash tag as ``key``) turn on fencing
+    tokens and wake-up signals, described in the module docstring. ``on_lost``
+    is called with the lease, once, when ownership is found lost. A Lease
+    object belongs to one holder; its token is fixed for the object's life.
+    """
+
+    def __init__(
+        self,
+        key: str,
+        ttl: float,
+        *,
+        client: redis.Redis | None = None,
+        token: str | None = None,
+        fence_key: str | None = None,
+        signal_key: str | None = None,
+        on_lost: Callable[[Lease], Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.key = key
+        self.ttl = validate_seconds(ttl, "lease ttl")
+        self.client = client if client is not None else get_redis()
+        self.token = token or uuid.uuid4().hex
+        self.fence_key = fence_key
+        self.signal_key = signal_key
+        self.on_lost = on_lost
+        self.clock = clock
+        self.fence: int | None = None
+        self.renewals = 0
+        self.lost = threading.Event()
+        self._held = False
+        self._confirmed_until = 0.0
+        self._lost_reported = False
+        self._report_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def held(self) -> bool:
+        """Whether this holder acquired the lease and has not released or lost it."""
+        return self._held and not self.lost.is_set()
+
+    # -- acquisition ----------------------------------------------------------------
+
+    def try_acquire(self) -> bool:
+        """Make one attempt; return True when this holder now owns the lease."""
+        acquired, _ = self._attempt()
+        return acquired
+
+    def acquire(self, timeout: float = 0.0) -> bool:
+        """Take the lease, waiting up to ``timeout`` seconds; return whether it was taken.
+
+        ``timeout=0`` makes one attempt. Between attempts the caller blocks on
+        ``signal_key`` (BLPOP) when there is one, else sleeps; either way for no
+        longer than the holder's remaining TTL and the remaining wait, so an
+        abandoned lease is taken as soon as it expires, without busy polling.
+        """
+        timeout = validate_seconds(timeout, "lease timeout", allow_zero=True)
+        deadline = self.clock() + timeout
+        while True:
+            acquired, holder_pttl = self._attempt()
+            if acquired:
+                return True
+            left = deadline - self.clock()
+            if left <= 0:
+                return False
+            if holder_pttl == -2:  # released between SET and PTTL: try again at once
+                continue
+            pause = left if holder_pttl < 0 else min(left, holder_pttl / 1000)
+            self._pause(pause)
+
+    def _attempt(self) -> tuple[bool, int]:
+        if self._held:
+            raise RuntimeError(f"lease {self.key!r} is already held by this holder")
+        ttl_ms = to_ms(self.ttl)
+        sent = self.clock()
+        if self.fence_key is not None:
+            script = lua.script(self.client, "lease_acquire")
+            acquired, value = script(keys=[self.key, self.fence_key], args=[self.token, ttl_ms])
+            if acquired:
+                self._mark_acquired(int(value), sent)
+                return True, 0
+            return False, int(value)
+        if self.client.set(self.key, self.token, nx=True, px=ttl_ms):
+            self._mark_acquired(None, sent)
+            return True, 0
+        return False, int(self.client.pttl(self.key))
+
+    def _mark_acquired(self, fence: int | None, sent: float) -> None:
+        # Ownership is certain until the send time of the last confirmed SET/PEXPIRE + ttl.
+        self._confirmed_until = sent + self.ttl
+        self.fence = fence
+        self.renewals = 0
+        self.lost.clear()
+        self._lost_reported = False
+        self._held = True
+
+    def _pause(self, seconds: float) -> None:
+        seconds = min(seconds, _longest_block(self.client))
+        if self.signal_key is None:
+            time.sleep(seconds)
+            return
+        # BLPOP takes seconds with millisecond precision; 0 would mean forever.
+        self.client.blpop([self.signal_key], timeout=max(0.001, round(seconds, 3)))
+
+    # -- ownership ------------------------------------------------------------------
+
+    def extend(self, ttl: float | None = None) -> bool:
+        """Reset the TTL to ``ttl`` (default: the lease's) seconds from now, if still owned.
+
+        Return False, and report the loss, when the lease is gone or another's.
+        """
+        ttl = self.ttl if ttl is None else validate_seconds(ttl, "lease ttl")
+        script = lua.script(self.client, "lease_extend")
+        sent = self.clock()
+        if script(keys=[self.key], args=[self.token, to_ms(ttl)]):
+            self._confirmed_until = sent + ttl
+            return True
+        self._report_lost()
+        return False
+
+    def release(self) -> bool:
+        """Stop the heartbeat and delete the lease if still owned; return whether it was.
+
+        With a ``signal_key``, a successful release wakes one waiter.
+        """
+        self.stop_heartbeat()
+        keys = [self.key] if self.signal_key is None else [self.key, self.signal_key]
+        released = bool(
+            lua.script(self.client, "lease_release")(keys=keys, args=[self.token, SIGNAL_TTL_MS])
+        )
+        if released:
+            self._held = False
+        else:
+            self._report_lost()
+        return released
+
+    def owned(self) -> bool:
+        """Ask Redis whether the key still holds this holder's token."""
+        return self.client.get(self.key) == self.token.encode()
+
+    def remaining(self) -> float | None:
+        """Return the seconds left on the lease if this holder owns it, else None."""
+        with self.client.pipeline(transaction=True) as pipe:
+            value, pttl = pipe.get(self.key).pttl(self.key).execute()
+        if value != self.token.encode() or pttl < 0:
+            return None
+        return pttl / 1000
+
+    def _report_lost(self) -> None:
+        with self._report_lock:
+            if self._lost_reported:
+                return
+            self._lost_reported = True
+            self._held = False
+            self.lost.set()
+        logger.warning("lease %s lost (token %s)", self.key, self.token)
+        if self.on_lost is not None:
+            self.on_lost(self)
+
+    # -- heartbeat ------------------------------------------------------------------
+
+    def start_heartbeat(
+        self, interval: float | None = None, *, max_renewals: int | None = None
+    ) -> None:
+        """Extend the lease every ``interval`` seconds (default ttl/3) in a daemon thread.
+
+        After ``max_renewals`` extensions the thread stops renewing and reports
+        the loss once the lease has expired. The thread stops on ``release()``,
+        ``stop_heartbeat()``, or when the lease is lost.
+        """
+        interval = validate_heartbeat(interval, self.ttl, max_renewals)
+        if not self._held:
+            raise RuntimeError(f"lease {self.key!r} is not held; acquire it first")
+        if self._thread is not None and self._thread.is_alive():
+            raise RuntimeError(f"lease {self.key!r} already has a heartbeat")
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._beat,
+            args=(interval, max_renewals),
+            name=f"lease-heartbeat {self.key}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def stop_heartbeat(self) -> None:
+        """Stop the heartbeat thread, if any, and wait for it to finish."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def _beat(self, interval: float, max_renewals: int | None) -> None:
+        while not self._stop.wait(interval):
+            if max_renewals is not None and self.renewals >= max_renewals:
+                self._expire_quietly()
+                return
+            try:
+                extended = self.extend()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if self.clock() >= self._confirmed_until:
+                    logger.warning("lease %s unconfirmed for a whole ttl: %s", self.key, exc)
+                    self._report_lost()
+                    return
+                continue
+            if not extended:
+                return
+            self.renewals += 1
+
+    def _expire_quietly(self) -> None:
+        # The renewal cap is reached: wait for the last extension to run out, then tell.
+        while not self._stop.wait(max(0.001, self._confirmed_until - self.clock())):
+            try:
+                left = self.remaining()
+            except (redis.ConnectionError, redis.TimeoutError):
+                left = None
+            if left is None:
+                self._report_lost()
+                return
+            self._confirmed_until = self.clock() + left
+
+
+def _longest_block(client: Any) -> float:
+    """Return how long one blocking call may last before the client's socket times out."""
+    pool = getattr(client, "connection_pool", None)
+    socket_timeout = getattr(pool, "connection_kwargs", {}).get("socket_timeout")
+    if socket_timeout:
+        return max(0.001, socket_timeout / 2)
+    return math.inf

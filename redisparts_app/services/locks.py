@@ -1,0 +1,297 @@
+"""Distributed locks with a TTL, owner tokens, wake-up on release and fencing tokens.
+
+::
+
+    with Lock("market", ttl=5, timeout=10) as lock:
+        ...                                    # at most one holder at a time
+        fenced_update(Item.objects, pk, lock.fence, price=10)
+
+Acquisition is one Lua script (``lease_acquire``): SET NX PX of a fresh owner
+token (uuid4 hex) plus INCR of the lock's fence counter, so there is no
+window where the key exists without a TTL and every holder gets a fencing
+token strictly greater than all earlier ones (``lock.fence``). Release and
+extension check the token and act in one script each, so a holder can never
+delete or prolong a lock that expired and was taken by someone else.
+
+Waiting: a failed attempt returns the holder's remaining TTL; the waiter then
+blocks in BLPOP on the lock's wake-up list for at most that TTL and its own
+remaining wait. A release pushes one element there, waking one waiter at once;
+a holder that crashes sends nothing, and its lock is taken when the TTL runs
+out. No polling in between. ``LockTimeout`` when ``timeout`` seconds pass.
+
+Not owned: ``release()`` and ``extend()`` on a lock this holder no longer owns
+(TTL expired, maybe taken by another) raise ``LockNotOwned``; they never
+return False. Leaving a ``with`` block raises it too, unless the block is
+already raising (that error then propagates, and the loss is logged).
+
+Keys (``name`` validated with ``keys.validate_key_part``):
+
+- ``<prefix>:lock:{name}:owner``  owner token, PX TTL of ``ttl`` seconds
+- ``<prefix>:lock:{name}:fence``  fencing counter, no TTL (one small key per
+  lock name ever used: restarting it at 1 would make all later tokens stale)
+- ``<prefix>:lock:{name}:signal`` wake-up list, at most one element, 2 s TTL
+
+Guarantee and its limits: while Redis keeps its data, at most one owner token
+is stored per lock name, and the lock is free again at most ``ttl`` seconds
+after its holder stops renewing it (crash, lost connection). A TTL is a promise
+of Redis, not of the holder: a holder paused longer than its TTL (GC, swap,
+SIGSTOP, a slow network) wakes up believing it holds a lock that another holder
+has since taken, and may write to a shared resource late. It learns of it at
+its next ``extend()``/``release()``, or from ``lock.lost`` (set by the
+auto-renewal heartbeat), but only after the fact. What closes the gap is the
+fencing token: the resource stores the highest token it has accepted and
+refuses writes carrying a lower one (``fenced_update`` does this for a Django
+model row in one ``UPDATE ... WHERE fence < token``), so the late write is
+rejected where it lands. ``auto_renew=True`` keeps a lock through long work,
+but cannot stop a pause longer than the TTL. A Redis failover to a replica
+that missed the last writes can grant the lock twice; fence checks still help
+if the counter survived. A Lock object belongs to one thread; it is not
+reentrant.
+
+Units: ``ttl`` and ``timeout`` are seconds (floats, > 0); Redis keeps ms.
+Defaults come from ``REDISPARTS["LOCK_TTL"]`` and ``REDISPARTS["LOCK_TIMEOUT"]``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import redis
+from django.db import models
+
+from .. import keys
+from ..conf import app_settings
+from ..connection import get_redis
+from ..exceptions import LockNotOwned, LockTimeout
+from .lease import Lease, validate_heartbeat, validate_seconds
+
+logger = logging.getLogger(__name__)
+
+COMPONENT = "lock"
+
+
+def lock_keys(name: str) -> tuple[str, str, str]:
+    """Return the owner, fence and signal keys of lock ``name`` (validated first)."""
+    name = keys.validate_key_part(name, "lock name")
+    return tuple(keys.make_key(COMPONENT, name, role) for role in ("owner", "fence", "signal"))
+
+
+class Lock:
+    """A named distributed lock held for ``ttl`` seconds, waited for up to ``timeout``.
+
+    ``auto_renew=True`` extends it every ``renew_interval`` seconds (default
+    ttl/3, must be below ttl) while held, up to ``max_renewals`` times (default: no cap); when
+    the lock is found lost, ``lock.lost`` is set and ``on_lost(lock)`` called.
+    ``clock`` measures the wait (monotonic seconds).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        ttl: float | None = None,
+        timeout: float | None = None,
+        *,
+        client: redis.Redis | None = None,
+        auto_renew: bool = False,
+        renew_interval: float | None = None,
+        max_renewals: int | None = None,
+        on_lost: Callable[[Lock], Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = keys.validate_key_part(name, "lock name")
+        self.owner_key, self.fence_key, self.signal_key = lock_keys(self.name)
+        self.ttl = validate_seconds(app_settings.LOCK_TTL if ttl is None else ttl, "lock ttl")
+        self.timeout = validate_seconds(
+            app_settings.LOCK_TIMEOUT if timeout is None else timeout, "lock timeout"
+        )
+        renew_interval = validate_heartbeat(renew_interval, self.ttl, max_renewals)
+        self.client = client if client is not None else get_redis()
+        self.auto_renew = auto_renew
+        self.renew_interval = renew_interval
+        self.max_renewals = max_renewals
+        self.on_lost = on_lost
+        self.clock = clock
+        self._lease: Lease | None = None
+
+    def __repr__(self) -> str:
+        state = f"held, fence {self.fence}" if self.held else "not held"
+        return f"<Lock {self.name!r} ttl={self.ttl:g}s {state}>"
+
+    # -- state ------------------------------------------------------------------------
+
+    @property
+    def token(self) -> str | None:
+        """The owner token of the current or last acquisition (None before the first)."""
+        return self._lease.token if self._lease else None
+
+    @property
+    def fence(self) -> int | None:
+        """The fencing token of the current or last acquisition (None before the first)."""
+        return self._lease.fence if self._lease else None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object acquired the lock and has neither released nor lost it."""
+        return self._lease is not None and self._lease.held
+
+    @property
+    def lost(self):
+        """A threading.Event set once this holder is found to have lost the lock."""
+        if self._lease is None:
+            raise RuntimeError(f"lock {self.name!r} was never acquired")
+        return self._lease.lost
+
+    def owned(self) -> bool:
+        """Ask Redis whether this holder's token is still the lock's owner."""
+        return self._lease is not None and self._lease.owned()
+
+    def remaining(self) -> float | None:
+        """Return the seconds left on the lock if this holder owns it, else None."""
+        return self._lease.remaining() if self._lease is not None else None
+
+    # -- acquire / extend / release ---------------------------------------------------
+
+    def acquire(self, timeout: float | None = None) -> int:
+        """Take the lock, waiting up to ``timeout`` seconds (default: the lock's); return the fence.
+
+        Raise LockTimeout when others held it for the whole wait.
+        """
+        wait = self.timeout if timeout is None else validate_seconds(timeout, "lock timeout")
+        lease = self._new_lease()
+        if not lease.acquire(wait):
+            raise LockTimeout(self.name, wait)
+        return self._started(lease)
+
+    def try_acquire(self) -> int | None:
+        """Make one attempt without waiting; return the fence, or None when it is held."""
+        lease = self._new_lease()
+        return self._started(lease) if lease.try_acquire() else None
+
+    def extend(self, ttl: float | None = None) -> None:
+        """Reset the lock's TTL to ``ttl`` seconds (default: its ttl) from now.
+
+        Raise LockNotOwned when this holder no longer owns it.
+        """
+        if self._lease is None or not self._lease.extend(ttl):
+            raise LockNotOwned(self.name, "extend")
+
+    def release(self) -> None:
+        """Release the lock and wake one waiter; raise LockNotOwned when no longer owned."""
+        if self._lease is None or not self._lease.release():
+            raise LockNotOwned(self.name, "release")
+
+    def _new_lease(self) -> Lease:
+        if self.held:
+            raise RuntimeError(f"lock {self.name!r} is already held by this object")
+        on_lost = None if self.on_lost is None else (lambda _lease: self.on_lost(self))
+        return Lease(
+            self.owner_key,
+            self.ttl,
+            client=self.client,
+            fence_key=self.fence_key,
+            signal_key=self.signal_key,
+            on_lost=on_lost,
+            clock=self.clock,
+        )
+
+    def _started(self, lease: Lease) -> int:
+        self._lease = lease
+        if self.auto_renew:
+            lease.start_heartbeat(self.renew_interval, max_renewals=self.max_renewals)
+        assert lease.fence is not None  # a fenced lease always draws one
+        return lease.fence
+
+    def __enter__(self) -> Lock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            self.release()
+        except LockNotOwned:
+            if exc_type is None:
+                raise
+            logger.warning("lock %r was lost before the failing block ended", self.name)
+
+
+@dataclass(frozen=True)
+class HeldLock:
+    """One held lock as seen by ``held_locks``: TTL in seconds, fence of its holder."""
+
+    name: str
+    owner: str
+    ttl: float | None
+    fence: int | None
+
+
+def held_locks(client: redis.Redis | None = None, *, batch: int = 200) -> list[HeldLock]:
+    """Return the locks held right now, sorted by name (SCAN, never KEYS).
+
+    ``ttl`` is None for a key without TTL (set outside this module). A lock
+    released during the scan is left out. For the admin and operators; the
+    values are a snapshot per lock, not across locks.
+    """
+    client = client if client is not None else get_redis()
+    pattern = keys.component_pattern(COMPONENT) + ":owner"
+    found: list[HeldLock] = []
+    owner_keys = [key.decode() for key in keys.scan_keys(client, pattern)]
+    for start in range(0, len(owner_keys), batch):
+        chunk = owner_keys[start : start + batch]
+        pipe = client.pipeline(transaction=False)
+        for owner_key in chunk:
+            fence_key = owner_key.rsplit(":", 1)[0] + ":fence"
+            pipe.get(owner_key).pttl(owner_key).get(fence_key)
+        replies = pipe.execute()
+        for index, owner_key in enumerate(chunk):
+            owner, pttl, fence = replies[3 * index : 3 * index + 3]
+            if owner is None:
+                continue
+            name = owner_key[owner_key.index("{") + 1 : owner_key.rindex("}")]
+            found.append(
+                HeldLock(
+                    name=name,
+                    owner=owner.decode(),
+                    ttl=pttl / 1000 if pttl >= 0 else None,
+                    fence=int(fence) if fence is not None else None,
+                )
+            )
+    return sorted(found, key=lambda held: held.name)
+
+
+def fenced_update(
+    queryset_or_model: models.QuerySet | models.Manager | type[models.Model],
+    pk: Any,
+    fence: int,
+    *,
+    fence_field: str = "fence",
+    **fields: Any,
+) -> bool:
+    """Update row ``pk`` with ``fields`` only if its ``fence_field`` is below ``fence``.
+
+    One ``UPDATE ... SET <fields>, fence = <fence> WHERE pk = ... AND fence < <fence>``,
+    so the database itself rejects a write from a holder whose lock was taken
+    over since (its token is lower than one already stored). Return True when
+    the row was updated, False when it was stale or the row does not exist.
+    """
+    if isinstance(fence, bool) or not isinstance(fence, int) or fence < 1:
+        raise ValueError(f"fence must be a positive whole number from Lock.fence, got {fence!r}")
+    if fence_field in fields:
+        raise ValueError(f"{fence_field!r} is set from the fence; do not pass it as a field")
+    if isinstance(queryset_or_model, type) and issubclass(queryset_or_model, models.Model):
+        queryset = queryset_or_model._default_manager.all()
+    else:
+        queryset = queryset_or_model.all()
+    updated = queryset.filter(pk=pk, **{f"{fence_field}__lt": fence}).update(
+        **fields, **{fence_field: fence}
+    )
+    return updated == 1

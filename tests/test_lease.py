@@ -1,0 +1,146 @@
+import math
+import threading
+
+import pytest
+
+from redisparts_app.exceptions import InvalidDuration, RedisPartsError
+from redisparts_app.services.lease import Lease, validate_seconds
+from tests.counting import CountingRedis
+
+KEY = "rp:job:{nightly}:lease"
+
+
+def test_acquire_is_one_set_nx_px_with_a_unique_token(redis_client, redis_url):
+    counting = CountingRedis.from_url(redis_url)
+    lease = Lease(KEY, 2.0, client=counting)
+    assert lease.acquire()
+    assert counting.commands == ["SET"]
+    assert redis_client.get(KEY) == lease.token.encode()
+    assert 0 < redis_client.pttl(KEY) <= 2000
+    assert lease.fence is None
+    other = Lease(KEY, 2.0, client=redis_client)
+    assert other.token != lease.token
+    assert not other.acquire()  # timeout 0: one attempt
+    assert redis_client.get(KEY) == lease.token.encode()
+
+
+def test_extend_and_release_only_by_the_owner(redis_client):
+    owner = Lease(KEY, 1.0, client=redis_client)
+    assert owner.acquire()
+    intruder = Lease(KEY, 1.0, client=redis_client)
+    assert intruder.extend(60) is False
+    assert intruder.release() is False
+    assert redis_client.get(KEY) == owner.token.encode()
+    assert redis_client.pttl(KEY) <= 1000
+    assert owner.extend(60) is True
+    assert redis_client.pttl(KEY) > 1000
+    assert 1 < owner.remaining() <= 60
+    assert owner.release() is True
+    assert redis_client.exists(KEY) == 0
+    assert owner.remaining() is None
+    assert owner.release() is False
+    assert owner.lost.is_set()
+
+
+def test_fenced_lease_draws_increasing_tokens_from_its_counter(redis_client):
+    fence_key = "rp:job:{nightly}:fence"
+    fences = []
+    for _ in range(3):
+        lease = Lease(KEY, 1.0, client=redis_client, fence_key=fence_key)
+        assert lease.acquire()
+        fences.append(lease.fence)
+        assert lease.release()
+    assert fences == [1, 2, 3]
+    assert redis_client.ttl(fence_key) == -1  # the counter never expires
+
+
+def test_heartbeat_keeps_the_lease_past_its_ttl(redis_client):
+    lease = Lease(KEY, 0.6, client=redis_client)
+    assert lease.acquire()
+    lease.start_heartbeat()
+    try:
+        # Outlive the TTL three times over; waiting on `lost` ends early if it fires.
+        assert not lease.lost.wait(1.8)
+        assert lease.owned()
+        assert lease.renewals >= 2
+    finally:
+        assert lease.release()
+    assert not lease.lost.is_set()
+
+
+def test_heartbeat_reports_a_stolen_lease_once(redis_client):
+    calls = []
+    lease = Lease(KEY, 0.6, client=redis_client, on_lost=calls.append)
+    assert lease.acquire()
+    lease.start_heartbeat(0.1)
+    redis_client.set(KEY, "someone-else", px=5000)
+    assert lease.lost.wait(10)
+    assert not lease.held
+    assert lease.release() is False
+    assert calls == [lease]
+    assert redis_client.get(KEY) == b"someone-else"
+
+
+def test_renewal_cap_lets_the_lease_expire_and_reports_it(redis_client):
+    lost = threading.Event()
+    lease = Lease(KEY, 0.5, client=redis_client, on_lost=lambda _: lost.set())
+    assert lease.acquire()
+    lease.start_heartbeat(0.1, max_renewals=2)
+    assert lost.wait(10)
+    assert lease.renewals == 2
+    assert redis_client.exists(KEY) == 0
+    assert lease.lost.is_set()
+
+
+def test_waiting_without_signal_key_takes_the_lease_when_it_expires(redis_client):
+    holder = Lease(KEY, 0.5, client=redis_client)
+    assert holder.acquire()
+    waiter = Lease(KEY, 1.0, client=redis_client)
+    assert waiter.acquire(timeout=10)
+    assert redis_client.get(KEY) == waiter.token.encode()
+    assert holder.extend() is False
+
+
+def test_a_held_lease_cannot_be_acquired_twice(redis_client):
+    lease = Lease(KEY, 1.0, client=redis_client)
+    assert lease.acquire()
+    with pytest.raises(RuntimeError, match="already held"):
+        lease.acquire()
+
+
+@pytest.mark.parametrize(
+    ("value", "allow_zero"),
+    [
+        (0, False),
+        (-1, True),
+        (True, False),
+        ("5", False),
+        (None, False),
+        (math.nan, False),
+        (math.inf, False),
+        (0.0001, False),
+        (1e30, False),
+    ],
+)
+def test_bad_durations_are_refused(value, allow_zero):
+    with pytest.raises(InvalidDuration) as caught:
+        validate_seconds(value, "ttl", allow_zero=allow_zero)
+    assert isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, RedisPartsError)
+    assert "ttl" in str(caught.value)
+
+
+def test_good_durations_are_seconds():
+    assert validate_seconds(2, "ttl") == 2.0
+    assert validate_seconds(0, "timeout", allow_zero=True) == 0.0
+    assert validate_seconds(0.25, "ttl") == 0.25
+
+
+def test_bad_ttl_is_refused_before_any_redis_call(redis_url):
+    counting = CountingRedis.from_url(redis_url)
+    with pytest.raises(InvalidDuration):
+        Lease(KEY, -1, client=counting)
+    lease = Lease(KEY, 1.0, client=counting)
+    with pytest.raises(InvalidDuration):
+        lease.acquire(timeout=-1)
+    assert counting.commands == []

@@ -1,0 +1,367 @@
+import json
+import math
+import os
+import signal
+import time
+
+import pytest
+
+from redisparts_app import keys
+from redisparts_app.connection import get_redis
+from redisparts_app.exceptions import (
+    InvalidDuration,
+    InvalidKeyPart,
+    LockNotOwned,
+    LockTimeout,
+    RedisPartsError,
+)
+from redisparts_app.services.locks import HeldLock, Lock, fenced_update, held_locks, lock_keys
+from tests.counting import CountingRedis
+from tests.fencing.models import FencedRecord
+from tests.processes import CONTEXT, run_in_processes
+
+READY = "test:locks:ready"
+RESUME = "test:locks:resume"
+RESULT = "test:locks:result"
+
+
+# -- validation --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["", "a:b", "{x}", "rep*", "x" * 201, "tab\there", " lead"])
+def test_bad_lock_names_are_refused_before_any_redis_call(redis_url, name):
+    counting = CountingRedis.from_url(redis_url)
+    with pytest.raises(InvalidKeyPart):
+        Lock(name, ttl=1, timeout=1, client=counting)
+    assert counting.commands == []
+
+
+@pytest.mark.parametrize("bad", [0, -1, math.nan, math.inf, "5", True, 0.0001])
+@pytest.mark.parametrize("what", ["ttl", "timeout"])
+def test_bad_ttl_and_timeout_are_refused_before_any_redis_call(redis_url, what, bad):
+    counting = CountingRedis.from_url(redis_url)
+    arguments = {"ttl": 1, "timeout": 1, what: bad}
+    with pytest.raises(InvalidDuration) as caught:
+        Lock("reports", client=counting, **arguments)
+    assert isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, RedisPartsError)
+    assert what in str(caught.value)
+    assert counting.commands == []
+
+
+def test_defaults_come_from_settings(settings):
+    settings.REDISPARTS = {**settings.REDISPARTS, "LOCK_TTL": 3.5, "LOCK_TIMEOUT": 1.5}
+    lock = Lock("reports")
+    assert (lock.ttl, lock.timeout) == (3.5, 1.5)
+
+
+def test_lock_keys_share_one_cluster_slot():
+    owner, fence, signal_key = lock_keys("报表-2024")
+    assert owner.endswith(":lock:{报表-2024}:owner")
+    assert keys.slot_of(owner) == keys.slot_of(fence) == keys.slot_of(signal_key)
+
+
+# -- acquire, release, extend --------------------------------------------------------------
+
+
+def test_context_manager_holds_the_lock_with_a_ttl_and_releases_it(redis_client):
+    with Lock("reports", ttl=2, timeout=1) as lock:
+        assert lock.held
+        assert lock.owned()
+        assert lock.fence == 1
+        assert redis_client.get(lock.owner_key) == lock.token.encode()
+        assert 0 < redis_client.pttl(lock.owner_key) <= 2000
+        with pytest.raises(LockTimeout) as caught:
+            Lock("reports", ttl=2, timeout=0.2).acquire()
+        assert isinstance(caught.value, RedisPartsError)
+        assert caught.value.name == "reports"
+    assert not lock.held
+    assert redis_client.exists(lock.owner_key) == 0
+
+
+def test_each_acquisition_gets_a_new_owner_token(redis_client):
+    lock = Lock("reports", ttl=2, timeout=1)
+    lock.acquire()
+    first = lock.token
+    lock.release()
+    lock.acquire()
+    assert lock.token != first
+    assert lock.fence == 2
+    with pytest.raises(RuntimeError, match="already held"):
+        lock.acquire()
+    lock.release()
+
+
+def test_try_acquire_makes_one_attempt(redis_client):
+    holder = Lock("reports", ttl=2, timeout=1)
+    assert holder.try_acquire() == 1
+    counting = CountingRedis(connection_pool=redis_client.connection_pool)
+    assert Lock("reports", ttl=2, timeout=1, client=counting).try_acquire() is None
+    assert counting.commands == ["EVALSHA"]
+
+
+def test_expired_holder_cannot_release_or_extend_the_new_holders_lock(redis_client):
+    old = Lock("reports", ttl=0.5, timeout=1)
+    old.acquire()
+    new = Lock("reports", ttl=30, timeout=10)
+    new.acquire()  # waits for the old holder's TTL to run out
+    with pytest.raises(LockNotOwned):
+        old.extend(30)
+    with pytest.raises(LockNotOwned):
+        old.release()
+    assert old.lost.is_set()
+    assert redis_client.get(new.owner_key) == new.token.encode()
+    assert redis_client.pttl(new.owner_key) > 20000
+    new.extend(40)
+    assert redis_client.pttl(new.owner_key) > 30000
+    new.release()
+
+
+def test_lock_with_a_one_second_ttl_is_acquirable_after_it_expires(redis_client):
+    abandoned = Lock("reports", ttl=1, timeout=1)
+    abandoned.acquire()  # never released, as if its holder crashed
+    assert Lock("reports", ttl=1, timeout=1).try_acquire() is None
+    later = Lock("reports", ttl=1, timeout=10)
+    assert later.acquire() == 2
+    assert later.owned()
+    assert not abandoned.owned()
+
+
+def test_leaving_the_block_after_losing_the_lock_raises_lock_not_owned(redis_client):
+    lock = Lock("reports", ttl=5, timeout=1)
+    with pytest.raises(LockNotOwned, match="expired or another holder"), lock:
+        redis_client.delete(lock.owner_key)  # as if its TTL ran out
+
+    def fail_after_losing_it() -> None:
+        with lock:
+            redis_client.delete(lock.owner_key)
+            raise KeyError("the block's own error is not masked")
+
+    with pytest.raises(KeyError, match="not masked"):
+        fail_after_losing_it()
+
+
+# -- fencing -------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_fence_increases_across_holders_and_a_stale_holders_update_is_rejected(redis_client):
+    record = FencedRecord.objects.create(name="stock", value=0)
+    stale = Lock("stock", ttl=0.5, timeout=1)
+    stale_fence = stale.acquire()
+    current = Lock("stock", ttl=30, timeout=10)
+    current_fence = current.acquire()  # after the stale holder's TTL ran out
+    assert current_fence > stale_fence
+    assert fenced_update(FencedRecord, record.pk, current_fence, value=2) is True
+    # The stale holder wakes up and writes: the database refuses it.
+    assert fenced_update(FencedRecord.objects, record.pk, stale_fence, value=1) is False
+    record.refresh_from_db()
+    assert (record.value, record.fence) == (2, current_fence)
+    # The same token cannot write twice over a later one, and a later holder can.
+    current.release()
+    later = Lock("stock", ttl=30, timeout=1)
+    later_fence = later.acquire()
+    assert later_fence > current_fence
+    assert fenced_update(FencedRecord.objects.filter(name="stock"), record.pk, later_fence, value=3)
+    assert not fenced_update(FencedRecord, record.pk, current_fence, value=9)
+    record.refresh_from_db()
+    assert (record.value, record.fence) == (3, later_fence)
+    assert fenced_update(FencedRecord, record.pk + 1000, later_fence + 1, value=4) is False
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fence", [0, -1, True, "3", None, 1.5])
+def test_fenced_update_refuses_a_bad_fence(fence):
+    with pytest.raises(ValueError, match="fence"):
+        fenced_update(FencedRecord, 1, fence, value=1)
+
+
+# -- introspection -------------------------------------------------------------------------
+
+
+def test_held_locks_lists_name_owner_ttl_and_fence(redis_client):
+    assert held_locks() == []
+    reports = Lock("reports", ttl=5, timeout=1)
+    reports.acquire()
+    reports.release()
+    reports.acquire()
+    chinese = Lock("报表", ttl=10, timeout=1)
+    chinese.acquire()
+    found = held_locks()
+    assert [held.name for held in found] == ["reports", "报表"]
+    first, second = found
+    assert isinstance(first, HeldLock)
+    assert (first.owner, first.fence) == (reports.token, 2)
+    assert (second.owner, second.fence) == (chinese.token, 1)
+    assert 0 < first.ttl <= 5
+    assert 5 < second.ttl <= 10
+    chinese.release()
+    assert [held.name for held in held_locks(client=redis_client)] == ["reports"]
+
+
+# -- several processes ---------------------------------------------------------------------
+
+COUNTER = "test:locks:counter"
+INCREMENTS = "test:locks:increments"
+
+
+def _increment_under_lock(count: int) -> list[int]:
+    client = get_redis()
+    fences = []
+    for _ in range(count):
+        with Lock("counter", ttl=5, timeout=60, client=client) as lock:
+            value = int(client.get(COUNTER) or 0)  # read-modify-write: unsafe without the lock
+            client.set(COUNTER, value + 1)
+            client.incr(INCREMENTS)
+            fences.append(lock.fence)
+    return fences
+
+
+@pytest.mark.slow
+def test_four_processes_lose_no_read_modify_write_increment(redis_client):
+    results = run_in_processes(_increment_under_lock, [(500,)] * 4, timeout=120)
+    assert int(redis_client.get(INCREMENTS)) == 2000
+    assert int(redis_client.get(COUNTER)) == 2000
+    # Every holder got its own fence, and each process saw its fences increase.
+    assert sorted(fence for fences in results for fence in fences) == list(range(1, 2001))
+    assert all(fences == sorted(fences) for fences in results)
+
+
+def _hold_and_report(name: str, auto_renew: bool) -> None:
+    client = get_redis()
+    lock = Lock(name, ttl=1, timeout=10, client=client, auto_renew=auto_renew)
+    lock.acquire()
+    client.rpush(READY, lock.fence)
+    report: dict[str, object] = {"fence": lock.fence}
+    if auto_renew:
+        # The heartbeat keeps the lock until the process is stopped past its TTL.
+        report["lost"] = lock.lost.wait(60)
+    else:
+        client.blpop([RESUME], timeout=60)
+    for action in ("extend", "release"):
+        try:
+            getattr(lock, action)()
+            report[action] = "done"
+        except LockNotOwned:
+            report[action] = "not owned"
+    client.rpush(RESULT, json.dumps(report))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("auto_renew", [False, True], ids=["plain", "auto-renew"])
+def test_holder_paused_past_its_ttl_loses_the_lock_and_learns_it_on_resume(
+    redis_client, auto_renew
+):
+    child = CONTEXT.Process(target=_hold_and_report, args=("paused", auto_renew), daemon=True)
+    child.start()
+    try:
+        ready = redis_client.blpop([READY], timeout=30)
+        assert ready is not None, "the child never took the lock"
+        child_fence = int(ready[1])
+        os.kill(child.pid, signal.SIGSTOP)
+        taker = Lock("paused", ttl=30, timeout=20)
+        taker_fence = taker.acquire()  # possible only once the paused holder's TTL ran out
+        assert taker_fence > child_fence
+        os.kill(child.pid, signal.SIGCONT)
+        redis_client.rpush(RESUME, 1)
+        result = redis_client.blpop([RESULT], timeout=60)
+        assert result is not None, "the child did not report"
+        report = json.loads(result[1])
+        assert report["extend"] == "not owned"
+        assert report["release"] == "not owned"
+        if auto_renew:
+            assert report["lost"] is True
+        # The resumed holder touched nothing: the taker still owns its lock.
+        assert redis_client.get(taker.owner_key) == taker.token.encode()
+        assert redis_client.pttl(taker.owner_key) > 20000
+        taker.release()
+    finally:
+        if child.is_alive():
+            os.kill(child.pid, signal.SIGCONT)
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+            child.join()
+
+
+def _try_to_take(name: str, wait: float) -> str:
+    try:
+        Lock(name, ttl=1.5, timeout=wait).acquire()
+    except LockTimeout:
+        return "timed out"
+    return "acquired"
+
+
+@pytest.mark.slow
+def test_auto_renewal_keeps_the_lock_through_work_three_times_its_ttl(redis_client):
+    ttl = 1.5
+    lost = []
+    lock = Lock("renewed", ttl=ttl, timeout=5, auto_renew=True, on_lost=lost.append)
+    started = time.monotonic()
+    lock.acquire()
+    # The "work": two other processes try to take the lock for 3 TTLs and more.
+    outcomes = run_in_processes(_try_to_take, [("renewed", 3 * ttl + 0.2)] * 2, timeout=60)
+    assert time.monotonic() - started >= 3 * ttl
+    assert outcomes == ["timed out", "timed out"]
+    assert not lock.lost.is_set()
+    assert lost == []
+    assert lock.owned()
+    lock.release()
+    assert int(redis_client.get(lock.fence_key)) == 1  # no one else ever acquired it
+
+
+def _hold_until_a_waiter_blocks(name: str) -> None:
+    client = get_redis()
+    lock = Lock(name, ttl=60, timeout=10, client=client)
+    lock.acquire()
+    client.rpush(READY, lock.fence)
+    deadline = time.monotonic() + 30
+    while client.info("clients")["blocked_clients"] < 1:
+        if time.monotonic() > deadline:
+            raise AssertionError("no waiter blocked on the lock")
+        time.sleep(0.02)
+    lock.release()
+
+
+@pytest.mark.slow
+def test_waiter_wakes_on_the_release_signal_without_polling(redis_client, redis_url):
+    child = CONTEXT.Process(target=_hold_until_a_waiter_blocks, args=("signalled",), daemon=True)
+    child.start()
+    try:
+        assert redis_client.blpop([READY], timeout=30) is not None
+        counting = CountingRedis.from_url(redis_url)
+        # The holder's TTL is 60 s and the wait 30 s: only its release can let us in.
+        waiter = Lock("signalled", ttl=5, timeout=30, client=counting)
+        assert waiter.acquire() == 2
+        # One failed attempt, one BLPOP woken by the release, one successful attempt.
+        assert counting.commands == ["EVALSHA", "BLPOP", "EVALSHA"]
+        waiter.release()
+    finally:
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+            child.join()
+    assert child.exitcode == 0
+
+
+def _take_and_crash(name: str) -> None:
+    client = get_redis()
+    Lock(name, ttl=1, timeout=10, client=client).acquire()
+    client.rpush(READY, 1)
+    os._exit(0)  # dies holding the lock: no release, no wake-up signal
+
+
+@pytest.mark.slow
+def test_waiter_takes_the_lock_of_a_crashed_holder_when_its_ttl_runs_out(redis_client, redis_url):
+    child = CONTEXT.Process(target=_take_and_crash, args=("crashed",), daemon=True)
+    child.start()
+    assert redis_client.blpop([READY], timeout=30) is not None
+    child.join(10)
+    assert redis_client.exists(lock_keys("crashed")[0]) == 1
+    counting = CountingRedis.from_url(redis_url)
+    waiter = Lock("crashed", ttl=5, timeout=20, client=counting)
+    assert waiter.acquire() == 2
+    # Each BLPOP lasts the holder's remaining TTL: a few commands, not a 1 ms poll loop.
+    assert counting.commands.count("BLPOP") <= 4
+    assert len(counting.commands) <= 10
+    assert counting.commands[-1] == "EVALSHA"
