@@ -1,3 +1,4 @@
+import io
 import json
 import logging
 import os
@@ -333,7 +334,11 @@ def test_rp_status_exits_3_when_redis_is_unreachable(settings):
 @pytest.mark.slow
 def test_rp_backup_writes_a_snapshot_that_restores(redis_client, tmp_path, redis_server_factory):
     redis_client.set("precious", "data")
-    call_command("rp_backup", str(tmp_path / "backups"), verbosity=0)
+    progress, out = io.StringIO(), io.StringIO()
+    call_command("rp_backup", str(tmp_path / "backups"), stdout=out, stderr=progress)
+    assert "BGSAVE" in progress.getvalue()
+    assert "100%" in progress.getvalue()
+    assert "Saved" in out.getvalue()
     [snapshot] = (tmp_path / "backups").glob("dump-*.rdb")
     checksum = (tmp_path / "backups" / f"{snapshot.name}.sha256").read_text()
     assert checksum == f"{sha256_of(snapshot)}  {snapshot.name}\n"

@@ -431,7 +431,10 @@ class Backup:
 
 
 def _is_local(client: redis.Redis) -> bool:
-    kwargs = client.connection_pool.connection_kwargs
+    pool = getattr(client, "connection_pool", None)
+    if pool is None:  # a cluster client: no single server, no single dump.rdb
+        raise BackupError("backup needs a client of one server, not of a Redis Cluster")
+    kwargs = pool.connection_kwargs
     return "path" in kwargs or kwargs.get("host") in LOCAL_HOSTS
 
 
