@@ -5,12 +5,14 @@ import time
 import pytest
 from redis.crc import key_slot
 
+from redisparts_app import keys
 from redisparts_app.exceptions import (
     InsufficientFunds,
     InvalidKeyPart,
     InvalidPrice,
     ItemNotHeld,
     ListingNotFound,
+    MarketBusy,
     OwnItem,
     PriceChanged,
     UnknownStrategy,
@@ -18,9 +20,10 @@ from redisparts_app.exceptions import (
     UserExists,
 )
 from redisparts_app.services import market
+from redisparts_app.services.locks import Lock
 from tests.processes import run_in_processes
 
-STRATEGIES = ["watch", "lua"]
+STRATEGIES = list(market.STRATEGIES)
 
 
 @pytest.fixture
@@ -183,6 +186,32 @@ def test_an_item_sold_or_withdrawn_cannot_be_bought(shop, strategy):
 def test_unknown_strategy_is_refused(shop):
     with pytest.raises(UnknownStrategy):
         market.purchase("bob", "sword", "alice", 300, strategy="magic")
+
+
+@pytest.mark.parametrize("strategy", ["market_lock", "item_lock"])
+def test_lock_strategies_wait_for_their_lock_and_give_up_with_market_busy(shop, settings, strategy):
+    settings.REDISPARTS = {"MARKET_LOCK_WAIT": 0.2}
+    market.list_item("alice", "sword", 300)
+    market.list_item("alice", "shield", 100)
+    before = _snapshot(shop)
+    with Lock(market.lock_name("sword", "alice", strategy), ttl=30, timeout=1):
+        with pytest.raises(MarketBusy):
+            market.purchase("bob", "sword", "alice", 300, strategy=strategy)
+        assert _snapshot(shop) == before
+        # Another listing is behind the same market-wide lock, not behind the same item lock.
+        if strategy == "item_lock":
+            market.purchase("bob", "shield", "alice", 100, strategy=strategy)
+        else:
+            with pytest.raises(MarketBusy):
+                market.purchase("bob", "shield", "alice", 100, strategy=strategy)
+    assert market.purchase("bob", "sword", "alice", 300, strategy=strategy).price == 300
+
+
+def test_item_lock_names_are_valid_and_spread_over_stripes():
+    names = {market.lock_name(f"item {n}", "alice", "item_lock") for n in range(200)}
+    assert len(names) > 190
+    assert all(keys.validate_key_part(name) == name for name in names)
+    assert market.lock_name("x", "y", "market_lock") == "market"
 
 
 def test_default_strategy_comes_from_settings(shop, settings):
