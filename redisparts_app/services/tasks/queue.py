@@ -148,12 +148,10 @@ class TaskQueue:
         The name need not be registered in this process; a worker that does not
         know it puts the task in the failed registry.
         """
-        name = validate_task_name(name)
-        queue = validate_key_part(queue, "queue")
+        name, args, kwargs, queue = self.validate(name, args, kwargs, queue)
         delay = validate_seconds(delay, "delay")
         max_retries = default_max_retries() if max_retries is None else max_retries
         check_count(max_retries, "max_retries")
-        args, kwargs = encode_arguments(args, kwargs)
         dedup = None
         if dedup_key is not None:
             dedup = self.key("dedup", validate_key_part(dedup_key, "de-duplication key"))
@@ -195,6 +193,15 @@ class TaskQueue:
             transaction.on_commit(push, using=using)
             return task_id
         return push()
+
+    def validate(
+        self, name: str, args: Any, kwargs: Any, queue: str
+    ) -> tuple[str, list[Any], dict[str, Any], str]:
+        """Check a task name, its arguments and queue name; return them normalised."""
+        name = validate_task_name(name)
+        queue = validate_key_part(queue, "queue")
+        args, kwargs = encode_arguments(args, kwargs)
+        return name, args, kwargs, queue
 
     # -- worker side ------------------------------------------------------------
 

@@ -1,0 +1,229 @@
+"""A backend for Django's Tasks API (``django.tasks`` on Django 6, the ``django-tasks``
+backport on 5.2) that runs tasks through redisparts' task queues.
+
+    TASKS = {
+        "default": {
+            "BACKEND": "redisparts_app.tasks_backend.RedisTaskBackend",
+            "QUEUES": ["default", "email"],
+            "OPTIONS": {"GROUP": "default", "CONNECTION": "default", "ENQUEUE_ON_COMMIT": True},
+        }
+    }
+
+A ``@task`` function's ``queue_name`` is the redisparts queue; ``rp_worker``
+listening on it runs it. ``run_after`` is supported (the delayed set), priority
+is not (use queue order). Results (status, return value, errors with
+tracebacks, worker ids) live in ``<prefix>:queue:{<group>}:result:<id>`` as
+JSON for REDISPARTS["QUEUE_RESULT_TTL"] seconds after their last update, and
+are read back with ``get_result(id)`` from any process. A task that raises is
+not retried (the Tasks API has no retries); it is FAILED and also listed in the
+queue's failed registry, from which a requeue runs it again under the same id.
+With ``ENQUEUE_ON_COMMIT`` (default True) an enqueue inside a transaction
+happens when it commits, and ``get_result`` raises TaskResultDoesNotExist
+until then.
+"""
+
+import json
+import traceback
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from .conf import app_settings
+from .connection import get_redis
+from .services.tasks import TaskQueue
+from .services.tasks.queue import new_task_id
+
+try:  # Django 6 ships the API; Django 5.2 uses the backport.
+    from django.tasks.backends.base import BaseTaskBackend
+    from django.tasks.base import TaskContext, TaskError, TaskResult, TaskResultStatus
+    from django.tasks.exceptions import TaskResultDoesNotExist
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+except ImportError:
+    from django_tasks.backends.base import BaseTaskBackend
+    from django_tasks.base import TaskContext, TaskError, TaskResult, TaskResultStatus
+    from django_tasks.exceptions import TaskResultDoesNotExist
+    from django_tasks.signals import task_enqueued, task_finished, task_started
+
+_DATES = ("enqueued_at", "started_at", "finished_at", "last_attempted_at")
+
+
+class RedisTaskBackend(BaseTaskBackend):
+    """Enqueue Django tasks on redisparts queues; results in Redis with a TTL."""
+
+    supports_defer = True
+    supports_get_result = True
+
+    def __init__(self, alias: str, params: dict) -> None:
+        super().__init__(alias, params)
+        self.group = self.options.get("GROUP")
+        self.connection = self.options.get("CONNECTION")
+        self.enqueue_on_commit = bool(self.options.get("ENQUEUE_ON_COMMIT", True))
+
+    def task_queue(self) -> TaskQueue:
+        return TaskQueue(self.group, client=get_redis(self.connection))
+
+    def enqueue(self, task: Any, args: Any, kwargs: Any) -> TaskResult:
+        self.validate_task(task)
+        queue = self.task_queue()
+        # Check names and arguments now, before anything is deferred or written.
+        _, args, kwargs, _ = queue.validate(task.module_path, args, kwargs, task.queue_name)
+        result = TaskResult(
+            task=task,
+            id=new_task_id(),
+            status=TaskResultStatus.READY,
+            enqueued_at=timezone.now(),
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=args,
+            kwargs=kwargs,
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+        delay = 0.0
+        if task.run_after is not None:
+            delay = max(0.0, (task.run_after - timezone.now()).total_seconds())
+
+        def push() -> None:
+            # The result first: a worker that takes the task at once finds it.
+            save_result(queue, result)
+            queue.enqueue(
+                task.module_path,
+                args=result.args,
+                kwargs=result.kwargs,
+                queue=task.queue_name,
+                delay=delay,
+                max_retries=0,
+                on_commit=False,
+                task_id=result.id,
+                kind="django",
+            )
+            task_enqueued.send(type(self), task_result=result)
+
+        if self.enqueue_on_commit and transaction.get_connection().in_atomic_block:
+            transaction.on_commit(push)
+        else:
+            push()
+        return result
+
+    def get_result(self, result_id: str) -> TaskResult:
+        try:
+            raw = self.task_queue().client.get(self.task_queue().result_key(result_id))
+        except ValueError:  # not a possible id (InvalidKeyPart)
+            raw = None
+        if raw is None:
+            raise TaskResultDoesNotExist(result_id)
+        return load_result(json.loads(raw))
+
+
+def save_result(queue: TaskQueue, result: TaskResult) -> None:
+    """Store ``result`` as JSON under its id for QUEUE_RESULT_TTL seconds."""
+    data = {
+        "module_path": result.task.module_path,
+        "queue_name": result.task.queue_name,
+        "priority": result.task.priority,
+        "id": result.id,
+        "status": str(result.status),
+        "args": result.args,
+        "kwargs": result.kwargs,
+        "backend": result.backend,
+        "errors": [
+            {"exception_class_path": e.exception_class_path, "traceback": e.traceback}
+            for e in result.errors
+        ],
+        "worker_ids": result.worker_ids,
+        "return_value": result._return_value,
+    }
+    for name in _DATES:
+        value: datetime | None = getattr(result, name)
+        data[name] = value.isoformat() if value else None
+    queue.client.set(
+        queue.result_key(result.id),
+        json.dumps(data),
+        ex=max(1, int(app_settings.QUEUE_RESULT_TTL)),
+    )
+
+
+def load_result(data: dict[str, Any]) -> TaskResult:
+    """Rebuild a TaskResult from ``save_result``'s JSON."""
+    task = import_string(data["module_path"]).using(
+        queue_name=data["queue_name"], backend=data["backend"]
+    )
+    result = TaskResult(
+        task=task,
+        id=data["id"],
+        status=TaskResultStatus(data["status"]),
+        args=data["args"],
+        kwargs=data["kwargs"],
+        backend=data["backend"],
+        errors=[TaskError(**error) for error in data["errors"]],
+        worker_ids=data["worker_ids"],
+        **{name: datetime.fromisoformat(data[name]) if data[name] else None for name in _DATES},
+    )
+    object.__setattr__(result, "_return_value", data["return_value"])
+    return result
+
+
+def run_task(record: dict[str, Any], worker_id: str, queue: TaskQueue) -> None:
+    """Run a task enqueued through RedisTaskBackend (called by the worker).
+
+    Record RUNNING, then SUCCESSFUL with the return value or FAILED with the
+    error; re-raise the error so the queue lists the task as failed.
+    """
+    raw = queue.client.get(queue.result_key(record["id"]))
+    if raw is None:  # expired while queued: start a fresh result under the same id
+        task = import_string(record["name"])
+        result = TaskResult(
+            task=task.using(queue_name=record["queue"]),
+            id=record["id"],
+            status=TaskResultStatus.READY,
+            enqueued_at=None,
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=record["args"],
+            kwargs=record["kwargs"],
+            backend=task.backend,
+            errors=[],
+            worker_ids=[],
+        )
+    else:
+        result = load_result(json.loads(raw))
+    sender = type(result.task.get_backend())
+    now = timezone.now()
+    _set(result, status=TaskResultStatus.RUNNING, started_at=now, last_attempted_at=now)
+    result.worker_ids.append(worker_id)
+    save_result(queue, result)
+    task_started.send(sender=sender, task_result=result)
+    try:
+        if result.task.takes_context:
+            value = result.task.call(TaskContext(task_result=result), *result.args, **result.kwargs)
+        else:
+            value = result.task.call(*result.args, **result.kwargs)
+        # Store what a reader gets back; a value JSON cannot hold fails the task.
+        value = json.loads(json.dumps(value))
+    except Exception as exc:
+        result.errors.append(
+            TaskError(
+                exception_class_path=f"{type(exc).__module__}.{type(exc).__qualname__}",
+                traceback="".join(traceback.format_exception(exc)),
+            )
+        )
+        _set(result, status=TaskResultStatus.FAILED, finished_at=timezone.now())
+        save_result(queue, result)
+        task_finished.send(sender=sender, task_result=result)
+        raise
+    _set(result, status=TaskResultStatus.SUCCESSFUL, finished_at=timezone.now())
+    object.__setattr__(result, "_return_value", value)
+    save_result(queue, result)
+    task_finished.send(sender=sender, task_result=result)
+
+
+def _set(result: TaskResult, **changes: Any) -> None:
+    # TaskResult is a frozen dataclass; backends update it in place like this.
+    for name, value in changes.items():
+        object.__setattr__(result, name, value)

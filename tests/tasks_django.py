@@ -1,0 +1,23 @@
+"""Tasks defined with Django's Tasks API, for test_tasks_backend.py."""
+
+import django_tasks
+
+
+@django_tasks.task()
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@django_tasks.task()
+def shout(text: str) -> dict:
+    return {"text": text.upper(), "length": len(text)}
+
+
+@django_tasks.task()
+def boom() -> None:
+    raise ValueError("boom went the task")
+
+
+@django_tasks.task(takes_context=True)
+def which_attempt(context) -> int:
+    return context.attempt
