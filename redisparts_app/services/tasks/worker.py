@@ -148,7 +148,8 @@ class Worker(_Stoppable):
         self.worker_id = worker_id or (
             f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         )
-        self.processed = 0
+        # Called with the outcome (done, retry, fail, lost) after each task.
+        self.on_finished: Callable[[str], None] | None = None
         self._next_maintenance = 0.0
 
     def run(self, *, burst: bool = False, max_tasks: int | None = None) -> int:
@@ -168,8 +169,10 @@ class Worker(_Stoppable):
                     if backoff.failures == 0:
                         self._guarded(backoff, lambda: self.queue.wait_for_work(self._idle()))
                     continue
-                self.perform(*job)
+                outcome = self.perform(*job)
                 done += 1
+                if self.on_finished is not None:
+                    self.on_finished(outcome)
         logger.info("worker %s stopped after %d task(s)", self.worker_id, done)
         return done
 

@@ -1,0 +1,42 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.services.tasks import Scheduler
+
+from .rp_worker import _log_to_stderr
+
+
+class Command(BaseCommand):
+    help = (
+        "Move due delayed tasks and retries to their queues and requeue tasks whose worker "
+        "died, until SIGTERM or Ctrl-C; several schedulers may run at once."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--group", help="queue group (default: REDISPARTS['QUEUE_GROUP'])")
+        parser.add_argument(
+            "--max-wait",
+            type=float,
+            default=1.0,
+            help="longest sleep between passes, in seconds (default 1); it also bounds how "
+            "long a stop request waits",
+        )
+        parser.add_argument("--once", action="store_true", help="run one pass and exit")
+        parser.add_argument(
+            "--no-reap", dest="reap", action="store_false", help="do not requeue expired leases"
+        )
+
+    def handle(self, *args, group, max_wait, once, reap, verbosity, **options):
+        try:
+            scheduler = Scheduler(group, max_wait=max_wait, reap=reap)
+        except (RedisPartsError, ValueError) as exc:
+            raise CommandError(str(exc), returncode=2) from exc
+        _log_to_stderr(verbosity)
+        moved = scheduler.run(burst=once)
+        if verbosity >= 1:
+            self.stdout.write(
+                self.style.SUCCESS(
+                    f"Moved {moved} delayed task(s); requeued {scheduler.requeued}, "
+                    f"quarantined {scheduler.quarantined}."
+                )
+            )

@@ -1,0 +1,74 @@
+import logging
+from importlib import import_module
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils.module_loading import autodiscover_modules
+from tqdm import tqdm
+
+from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.services.tasks import Worker
+from redisparts_app.services.tasks.worker import logger
+
+
+class Command(BaseCommand):
+    help = (
+        "Run queued tasks from the given queues, highest priority first, until SIGTERM or "
+        "Ctrl-C (the current task finishes); waits and retries while Redis is unreachable."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "queues", nargs="*", default=["default"], help="queue names, highest priority first"
+        )
+        parser.add_argument("--group", help="queue group (default: REDISPARTS['QUEUE_GROUP'])")
+        parser.add_argument("--burst", action="store_true", help="exit once every queue is empty")
+        parser.add_argument("--max-tasks", type=int, help="exit after running this many tasks")
+        parser.add_argument(
+            "--lease",
+            type=float,
+            help="seconds a task is held before another worker may take it "
+            "(default: REDISPARTS['QUEUE_LEASE']; extended while the task runs)",
+        )
+        parser.add_argument(
+            "--import",
+            dest="modules",
+            action="append",
+            default=[],
+            metavar="MODULE",
+            help="import MODULE to register its tasks (repeatable); every installed app's "
+            "tasks module is imported anyway",
+        )
+
+    def handle(self, *args, queues, group, burst, max_tasks, lease, modules, verbosity, **opts):
+        if max_tasks is not None and max_tasks < 1:
+            raise CommandError(f"--max-tasks must be at least 1, got {max_tasks}", returncode=2)
+        for module in modules:
+            try:
+                import_module(module)
+            except ImportError as exc:
+                raise CommandError(f"cannot import {module!r}: {exc}", returncode=2) from exc
+        autodiscover_modules("tasks")
+        try:
+            worker = Worker(queues, group=group, lease=lease)
+        except (RedisPartsError, ValueError) as exc:
+            raise CommandError(str(exc), returncode=2) from exc
+        _log_to_stderr(verbosity)
+        with tqdm(
+            total=max_tasks,
+            unit="task",
+            desc="tasks",
+            disable=None if verbosity >= 1 else True,  # None: only on a terminal
+        ) as bar:
+            worker.on_finished = lambda _outcome: bar.update()
+            done = worker.run(burst=burst, max_tasks=max_tasks)
+        if verbosity >= 1:
+            self.stdout.write(self.style.SUCCESS(f"Ran {done} task(s)."))
+
+
+def _log_to_stderr(verbosity: int) -> None:
+    """Show the worker's own log lines (warnings; with -v 2 also start/stop) on stderr."""
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO if verbosity >= 2 else logging.WARNING)
