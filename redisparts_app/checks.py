@@ -14,6 +14,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 
 from .conf import DEFAULTS, app_settings
 from .connection import config_problems, get_redis
+from .keys import validate_key_part
 
 MIN_SERVER_VERSION = (6, 2, 0)
 TAG = "redisparts"
@@ -46,6 +47,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                     id="redisparts.E001",
                 )
             )
+    errors.extend(_queue_errors())
     prefix = app_settings.KEY_PREFIX
     if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix):
         errors.append(
@@ -96,6 +98,40 @@ def version_error(alias: str, version: tuple[int, ...]) -> CheckMessage | None:
         hint="Upgrade the server (GETDEL, ZRANGESTORE and LMOVE are used).",
         id="redisparts.E004",
     )
+
+
+def _queue_errors() -> list[CheckMessage]:
+    """Report task-queue settings that would only fail once a worker runs."""
+    # name -> (whole numbers only, smallest allowed value)
+    rules = {
+        "QUEUE_LEASE": (False, 0.001),
+        "QUEUE_RETRY_DELAY": (False, 0.001),
+        "QUEUE_RETRY_MAX_DELAY": (False, 0.001),
+        "QUEUE_DEDUP_TTL": (False, 0.001),
+        "QUEUE_RESULT_TTL": (False, 1),
+        "QUEUE_MAX_DELIVERIES": (True, 1),
+        "QUEUE_MAX_ARGS_BYTES": (True, 1),
+        "QUEUE_MAX_RETRIES": (True, 0),
+    }
+    errors: list[CheckMessage] = []
+    for name, (whole, least) in rules.items():
+        value = getattr(app_settings, name)
+        kinds = int if whole else int | float
+        if isinstance(value, bool) or not isinstance(value, kinds) or not value >= least:
+            errors.append(
+                Error(
+                    f"REDISPARTS[{name!r}] must be a {'whole ' if whole else ''}number of at "
+                    f"least {least}, got {value!r}.",
+                    id="redisparts.E001",
+                )
+            )
+        elif not whole and value == float("inf"):
+            errors.append(Error(f"REDISPARTS[{name!r}] must be finite.", id="redisparts.E001"))
+    try:
+        validate_key_part(app_settings.QUEUE_GROUP, "queue group")
+    except (TypeError, ValueError) as exc:
+        errors.append(Error(f"REDISPARTS['QUEUE_GROUP']: {exc}.", id="redisparts.E001"))
+    return errors
 
 
 def _connection_errors() -> list[CheckMessage]:

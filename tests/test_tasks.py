@@ -350,3 +350,19 @@ def test_task_record_is_plain_json(redis_client):
     assert body["name"] == "tests.record"
     assert body["args"] == ["json"]
     assert body["kwargs"] == {"pause": 0}
+
+
+def test_system_check_reports_bad_queue_settings():
+    from redisparts_app.checks import check_settings
+
+    def queue_errors() -> list[str]:
+        return [e.msg for e in check_settings() if "QUEUE_" in e.msg]
+
+    assert queue_errors() == []
+    bad = {"QUEUE_LEASE": -1, "QUEUE_MAX_RETRIES": 1.5, "QUEUE_RETRY_DELAY": float("nan"),
+           "QUEUE_RESULT_TTL": float("inf"), "QUEUE_GROUP": "a:b"}  # fmt: skip
+    with override_settings(REDISPARTS=bad):
+        messages = queue_errors()
+    assert len(messages) == 5
+    for name in bad:
+        assert any(name in message for message in messages), name

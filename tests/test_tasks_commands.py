@@ -12,7 +12,7 @@ from django.test import override_settings
 from redisparts_app.connection import get_redis
 from redisparts_app.services.tasks import TaskQueue, Worker
 from tests.processes import CONTEXT
-from tests.tasks_helpers import DONE, ORDER, record, stop, wait_until
+from tests.tasks_helpers import DONE, ORDER, record, slow_marked, stop, wait_until
 
 
 def run(command: str, *args, **options) -> str:
@@ -110,3 +110,20 @@ def test_worker_waits_out_a_redis_outage_and_resumes(redis_server_factory):
             assert wait_until(lambda: get_redis().sismember(DONE, "after"), timeout=30)
         finally:
             assert stop(worker, signal.SIGTERM, timeout=40) == 0
+
+
+def _command(*args: str) -> None:
+    call_command(*args, stdout=StringIO(), stderr=StringIO())
+
+
+@pytest.mark.slow
+def test_commands_stop_cleanly_on_sigterm_and_sigint(redis_client):
+    slow_marked.enqueue("c", 1.0)
+    worker = CONTEXT.Process(target=_command, args=("rp_worker", "default"), daemon=True)
+    scheduler = CONTEXT.Process(target=_command, args=("rp_scheduler",), daemon=True)
+    worker.start()
+    scheduler.start()
+    assert wait_until(lambda: redis_client.lrange(ORDER, 0, -1) == [b"start:c"], timeout=20)
+    assert stop(worker, signal.SIGINT) == 0
+    assert stop(scheduler, signal.SIGTERM) == 0
+    assert redis_client.lrange(ORDER, 0, -1) == [b"start:c", b"finish:c"]
