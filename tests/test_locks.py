@@ -5,6 +5,8 @@ import signal
 import time
 
 import pytest
+from django.core.management import CommandError, call_command
+from django.test import override_settings
 
 from redisparts_app import keys
 from redisparts_app.connection import get_redis
@@ -16,6 +18,7 @@ from redisparts_app.exceptions import (
     RedisPartsError,
 )
 from redisparts_app.services.locks import HeldLock, Lock, fenced_update, held_locks, lock_keys
+from redisparts_app.testing import LocalCluster
 from tests.counting import CountingRedis
 from tests.fencing.models import FencedRecord
 from tests.processes import CONTEXT, run_in_processes
@@ -199,6 +202,33 @@ def test_held_locks_lists_name_owner_ttl_and_fence(redis_client):
     assert [held.name for held in held_locks(client=redis_client)] == ["reports"]
 
 
+def test_rp_locks_lists_held_locks_as_a_table_and_as_json(redis_client, capsys):
+    call_command("rp_locks")
+    assert "No lock is held." in capsys.readouterr().out
+    lock = Lock("报表", ttl=10, timeout=1)
+    lock.acquire()
+    call_command("rp_locks")
+    table = capsys.readouterr().out
+    assert "报表" in table
+    assert lock.token in table
+    call_command("rp_locks", "--json")
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["name"], row["owner"], row["fence"]) == ("报表", lock.token, 1)
+    assert 0 < row["ttl"] <= 10
+
+
+def test_rp_locks_exits_3_when_redis_is_unreachable():
+    caches = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",
+        }
+    }
+    with override_settings(CACHES=caches), pytest.raises(CommandError, match="cannot reach") as e:
+        call_command("rp_locks")
+    assert e.value.returncode == 3
+
+
 # -- several processes ---------------------------------------------------------------------
 
 COUNTER = "test:locks:counter"
@@ -296,7 +326,10 @@ def _try_to_take(name: str, wait: float) -> str:
 def test_auto_renewal_keeps_the_lock_through_work_three_times_its_ttl(redis_client):
     ttl = 1.5
     lost = []
-    lock = Lock("renewed", ttl=ttl, timeout=5, auto_renew=True, on_lost=lost.append)
+    # Renewing every 0.25 s tolerates a stall of over a second on this loaded machine.
+    lock = Lock(
+        "renewed", ttl=ttl, timeout=5, auto_renew=True, renew_interval=0.25, on_lost=lost.append
+    )
     started = time.monotonic()
     lock.acquire()
     # The "work": two other processes try to take the lock for 3 TTLs and more.
@@ -365,3 +398,30 @@ def test_waiter_takes_the_lock_of_a_crashed_holder_when_its_ttl_runs_out(redis_c
     assert counting.commands.count("BLPOP") <= 4
     assert len(counting.commands) <= 10
     assert counting.commands[-1] == "EVALSHA"
+
+
+# -- Redis Cluster ---------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_locks_run_unchanged_on_a_redis_cluster(tmp_path):
+    with LocalCluster(tmp_path / "cluster", masters=3, replicas=0) as cluster:
+        client = cluster.client()
+        names = ["alpha", "beta", "gamma"]
+        assert len({keys.slot_of(lock_keys(name)[0]) for name in names}) == len(names)
+        locks = [Lock(name, ttl=5, timeout=1, client=client, auto_renew=True) for name in names]
+        for lock in locks:
+            assert lock.acquire() == 1
+            with pytest.raises(LockTimeout):  # waits on BLPOP through the cluster client
+                Lock(lock.name, ttl=5, timeout=0.2, client=client).acquire()
+            lock.extend(10)
+        found = held_locks(client=client)
+        assert [held.name for held in found] == names
+        assert [held.owner for held in found] == [lock.token for lock in locks]
+        assert all(held.fence == 1 and 5 < held.ttl <= 10 for held in found)
+        for lock in locks:
+            lock.release()
+        assert held_locks(client=client) == []
+        with Lock("gamma", ttl=5, timeout=1, client=client) as again:
+            assert again.fence == 2
+        client.close()

@@ -24,7 +24,8 @@ Reporting: ``extend()`` and ``release()`` return False when the lease is no
 longer owned (expired, or taken by someone else since), and set ``lost``. The
 heartbeat thread (``start_heartbeat``) extends the lease every ``interval``
 seconds while it is owned; when an extension finds it gone, or Redis cannot
-confirm it for a whole TTL, it sets ``lost`` and calls ``on_lost(lease)`` once.
+confirm it for a whole TTL, it calls ``on_lost(lease)`` once, then sets ``lost``
+(so a thread woken by ``lost`` sees what the callback did).
 
 Guarantee and limits: at most one owner token is stored in ``key`` at a time,
 and a holder never extends or deletes a lease it no longer owns. But the TTL
@@ -55,6 +56,13 @@ from ..exceptions import InvalidDuration
 
 logger = logging.getLogger(__name__)
 
+# Errors meaning "Redis could not be asked", which the heartbeat rides out for up to one TTL.
+UNREACHABLE = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ClusterError,
+    redis.exceptions.RedisClusterException,
+)
 # A wake-up signal only has to outlive the gap between a waiter's failed attempt
 # and its BLPOP; an older one would only cost a waiter one extra attempt.
 SIGNAL_TTL_MS = 2000
@@ -260,10 +268,13 @@ class Lease:
                 return
             self._lost_reported = True
             self._held = False
-            self.lost.set()
         logger.warning("lease %s lost (token %s)", self.key, self.token)
-        if self.on_lost is not None:
-            self.on_lost(self)
+        try:
+            if self.on_lost is not None:
+                self.on_lost(self)
+        finally:
+            # After the callback, so whoever wakes on `lost` sees what it did.
+            self.lost.set()
 
     # -- heartbeat ------------------------------------------------------------------
 
@@ -304,7 +315,7 @@ class Lease:
                 return
             try:
                 extended = self.extend()
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
+            except UNREACHABLE as exc:
                 if self.clock() >= self._confirmed_until:
                     logger.warning("lease %s unconfirmed for a whole ttl: %s", self.key, exc)
                     self._report_lost()
@@ -319,7 +330,7 @@ class Lease:
         while not self._stop.wait(max(0.001, self._confirmed_until - self.clock())):
             try:
                 left = self.remaining()
-            except (redis.ConnectionError, redis.TimeoutError):
+            except UNREACHABLE:
                 left = None
             if left is None:
                 self._report_lost()

@@ -86,7 +86,7 @@ class Lock:
 
     ``auto_renew=True`` extends it every ``renew_interval`` seconds (default
     ttl/3, must be below ttl) while held, up to ``max_renewals`` times (default: no cap); when
-    the lock is found lost, ``lock.lost`` is set and ``on_lost(lock)`` called.
+    the lock is found lost, ``on_lost(lock)`` is called, then ``lock.lost`` set.
     ``clock`` measures the wait (monotonic seconds).
     """
 
