@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django_htmx",
     "redisparts_app",
     "marketplace",
 ]
@@ -40,7 +41,11 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
     "redisparts_app.middleware.RedisUnavailableMiddleware",
+    "redisparts_app.maintenance.MaintenanceMiddleware",
+    "redisparts_app.middleware.PresenceMiddleware",
+    "redisparts_app.timing.ResponseTimeMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
@@ -57,6 +62,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "marketplace.context_processors.navigation",
             ],
         },
     },
@@ -100,9 +106,60 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/market/"
+LOGOUT_REDIRECT_URL = "home"
+
+# Sold e-mails go through Django's e-mail API; the demo writes them as files the Outbox
+# page lists (the tests use the in-memory backend).
+EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
+EMAIL_FILE_PATH = VAR_DIR / "outbox"
+DEFAULT_FROM_EMAIL = "market@redisparts.test"
+
+# Django's Tasks API on the redisparts task queues; `rp_worker default email` runs them.
+TASKS = {
+    "default": {
+        "BACKEND": "redisparts_app.tasks_backend.RedisTaskBackend",
+        "QUEUES": ["default", "email"],
+        "OPTIONS": {"GROUP": "default", "CONNECTION": "default", "ENQUEUE_ON_COMMIT": True},
+    }
+}
+
+# The demo site's own knobs.
+MARKETPLACE = {
+    # At most this many market operations (buy, list, cancel) run at once per account.
+    "MAX_CONCURRENT_OPERATIONS": 3,
+    # Seconds a market operation's semaphore permit lives if its holder dies.
+    "OPERATION_TIMEOUT": 10,
+    # Listings per market page.
+    "PAGE_SIZE": 20,
+    # The queues the demo's worker serves, in priority order.
+    "WORKER_QUEUES": ["email", "default"],
+}
+
+# Warnings of Django and everything the site logs go to the recent and common logs in Redis
+# (redisparts_app.services.logs.RedisLogHandler), which the Stats page shows. Redis' own
+# trouble ("redisparts", "marketplace.redis") stays on the console only.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"redisparts": {"handlers": ["console"], "level": "INFO"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler"},
+        "redis_django": {
+            "class": "marketplace.log_handlers.SiteLogHandler",
+            "name": "django",
+            "level": "WARNING",
+        },
+        "redis_site": {
+            "class": "marketplace.log_handlers.SiteLogHandler",
+            "name": "marketplace",
+            "level": "INFO",
+        },
+    },
+    "loggers": {
+        "redisparts": {"handlers": ["console"], "level": "INFO"},
+        "django": {"handlers": ["console", "redis_django"], "level": "INFO"},
+        "marketplace": {"handlers": ["console", "redis_site"], "level": "INFO"},
+        "marketplace.redis": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
 }

@@ -1,6 +1,10 @@
+"""Pages of the demo site (the guild, mail and chat pages live in marketplace.social)."""
+
 from django.shortcuts import render
 
 from redisparts_app.connection import get_redis
+
+from .demo_data import ACCOUNTS
 
 PARTS = [
     ("Autocomplete", "Recent contacts and guild member completion, any script."),
@@ -19,7 +23,7 @@ PARTS = [
 
 
 def home(request):
-    """Landing page: what the demo shows and the Redis server it runs on."""
+    """Landing page: the demo accounts, what the demo shows and the Redis server it runs on."""
     client = get_redis()
     info = client.info()
     server = {
@@ -31,4 +35,5 @@ def home(request):
         "address": client.connection_pool.connection_kwargs.get("path")
         or "{host}:{port}".format(**client.connection_pool.connection_kwargs),
     }
-    return render(request, "marketplace/home.html", {"server": server, "parts": PARTS})
+    context = {"server": server, "parts": PARTS, "accounts": ACCOUNTS}
+    return render(request, "marketplace/home.html", context)

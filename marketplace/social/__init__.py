@@ -1,0 +1,1 @@
+"""Guild, contacts, guild mail and group chat pages of the demo site."""
