@@ -52,6 +52,11 @@ def test_bad_ttl_and_timeout_are_refused_before_any_redis_call(redis_url, what, 
     assert counting.commands == []
 
 
+def test_a_pipeline_is_refused_as_client(redis_client):
+    with pytest.raises(TypeError, match="not a pipeline"):
+        Lock("reports", ttl=1, timeout=1, client=redis_client.pipeline())
+
+
 def test_defaults_come_from_settings(settings):
     settings.REDISPARTS = {**settings.REDISPARTS, "LOCK_TTL": 3.5, "LOCK_TIMEOUT": 1.5}
     lock = Lock("reports")

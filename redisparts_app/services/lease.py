@@ -49,6 +49,8 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+from redis.client import Pipeline
+from redis.cluster import ClusterPipeline
 
 from .. import lua
 from ..connection import get_redis
@@ -106,6 +108,17 @@ def validate_heartbeat(interval: float | None, ttl: float, max_renewals: int | N
     return interval
 
 
+def immediate_client(client: Any) -> Any:
+    """Return ``client``, or get_redis() for None; refuse a pipeline with a TypeError.
+
+    Leases and locks act on each reply at once (did the SET win?), which a
+    pipeline only gives at execute().
+    """
+    if isinstance(client, Pipeline | ClusterPipeline):
+        raise TypeError("leases and locks need each reply at once: pass a client, not a pipeline")
+    return client if client is not None else get_redis()
+
+
 def to_ms(seconds: float) -> int:
     """Return whole milliseconds for Redis, never rounding a positive duration down to 0."""
     return max(1, round(seconds * 1000))
@@ -134,7 +147,7 @@ class Lease:
     ) -> None:
         self.key = key
         self.ttl = validate_seconds(ttl, "lease ttl")
-        self.client = client if client is not None else get_redis()
+        self.client = immediate_client(client)
         self.token = token or uuid.uuid4().hex
         self.fence_key = fence_key
         self.signal_key = signal_key

@@ -46,7 +46,7 @@ rejected where it lands. ``auto_renew=True`` keeps a lock through long work,
 but cannot stop a pause longer than the TTL. A Redis failover to a replica
 that missed the last writes can grant the lock twice; fence checks still help
 if the counter survived. A Lock object belongs to one thread; it is not
-reentrant.
+reentrant. ``client`` is a client or cluster client, never a pipeline (TypeError).
 
 Units: ``ttl`` and ``timeout`` are seconds (floats, > 0); Redis keeps ms.
 Defaults come from ``REDISPARTS["LOCK_TTL"]`` and ``REDISPARTS["LOCK_TIMEOUT"]``.
@@ -68,7 +68,7 @@ from .. import keys
 from ..conf import app_settings
 from ..connection import get_redis
 from ..exceptions import LockNotOwned, LockTimeout
-from .lease import Lease, validate_heartbeat, validate_seconds
+from .lease import Lease, immediate_client, validate_heartbeat, validate_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class Lock:
             app_settings.LOCK_TIMEOUT if timeout is None else timeout, "lock timeout"
         )
         renew_interval = validate_heartbeat(renew_interval, self.ttl, max_renewals)
-        self.client = client if client is not None else get_redis()
+        self.client = immediate_client(client)
         self.auto_renew = auto_renew
         self.renew_interval = renew_interval
         self.max_renewals = max_renewals
