@@ -1,0 +1,411 @@
+"""Contacts and guilds, guild mail and group chat pages.
+
+Every page needs a logged-in user; every change is a POST (CSRF-checked). Bad
+input gets a form error or a 400 page (a 400 fragment for htmx requests),
+unknown or foreign chats a 404 or 403, always before anything is written.
+"""
+
+from datetime import UTC, datetime
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from redisparts_app.conf import app_settings
+from redisparts_app.exceptions import (
+    ChatNotFound,
+    InvalidKeyPart,
+    MailMessageNotFound,
+    NotChatMember,
+)
+from redisparts_app.keys import validate_key_part
+from redisparts_app.services import chat
+from redisparts_app.services.autocomplete import AddressBook, RecentContacts
+from redisparts_app.services.mail import Mailbox
+
+from .forms import AddMemberForm, ChatCreateForm, ChatMessageForm, ComposeForm, GuildForm
+from .guilds import all_guilds, recipient_suggestions, user_guilds
+
+MAIL_PAGE_SIZE = 10
+HISTORY_SHOWN = 50
+MEMBER_RESULTS = 20
+SUGGESTIONS = 8
+# Recipient fields that ask for suggestions, and whether they hold a list of names.
+SUGGEST_FIELDS = {"to": False, "member": False, "members": True}
+_MAX_MESSAGE_ID = 2**53
+
+
+def _is_htmx(request: HttpRequest) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def _error(request: HttpRequest, status: int, message: str) -> HttpResponse:
+    """A page (or an htmx fragment) saying what was wrong, with ``status``."""
+    template = (
+        "marketplace/social/_error.html" if _is_htmx(request) else "marketplace/social/error.html"
+    )
+    return render(request, template, {"status": status, "message": message}, status=status)
+
+
+def _prefix(value: str) -> str:
+    """The typed prefix of a user name; raise ValueError when no user name starts so."""
+    value = value.strip(" ")
+    if len(value) > app_settings.MAX_KEY_PART_LENGTH:
+        raise ValueError(f"longer than {app_settings.MAX_KEY_PART_LENGTH} characters")
+    return validate_key_part(value, "prefix") if value else ""
+
+
+# Contacts and guilds ---------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def guild_page(request: HttpRequest) -> HttpResponse:
+    user = request.user.username
+    guilds = all_guilds()
+    mine = user_guilds(user)
+    selected = request.GET.get("guild", "")
+    if selected not in mine:
+        selected = mine[0] if mine else ""
+    context = {
+        "mine": [{"name": g, "size": len(AddressBook(g))} for g in mine],
+        "others": [g for g in guilds if g not in mine],
+        "selected": selected,
+        "members": AddressBook(selected).complete("", MEMBER_RESULTS) if selected else [],
+        "recent": RecentContacts(user).names()[:10],
+        "form": GuildForm(),
+    }
+    return render(request, "marketplace/social/guild.html", context)
+
+
+@login_required
+@require_POST
+def guild_join(request: HttpRequest) -> HttpResponse:
+    form = GuildForm(request.POST)
+    if not form.is_valid():
+        return _error(request, 400, form.errors["guild"][0])
+    guild = form.cleaned_data["guild"]
+    if AddressBook(guild).join(request.user.username):
+        messages.success(request, f"You joined {guild}.")
+    else:
+        messages.info(request, f"You already are in {guild}.")
+    return redirect(f"{reverse('social:guild')}?guild={guild}")
+
+
+@login_required
+@require_POST
+def guild_leave(request: HttpRequest) -> HttpResponse:
+    form = GuildForm(request.POST)
+    if not form.is_valid():
+        return _error(request, 400, form.errors["guild"][0])
+    guild = form.cleaned_data["guild"]
+    if not AddressBook(guild).leave(request.user.username):
+        return _error(request, 400, f"You are not a member of {guild}.")
+    messages.success(request, f"You left {guild}.")
+    return redirect("social:guild")
+
+
+@login_required
+@require_GET
+def guild_members(request: HttpRequest) -> HttpResponse:
+    """Fragment: the members of a guild of yours whose names complete ``q``."""
+    try:
+        guild = validate_key_part(request.GET.get("guild", ""), "guild")
+        prefix = _prefix(request.GET.get("q", ""))
+    except ValueError as exc:
+        return _error(request, 400, str(exc))
+    book = AddressBook(guild)
+    if request.user.username not in book:
+        return _error(request, 403, f"You are not a member of {guild}.")
+    names = book.complete(prefix, MEMBER_RESULTS)
+    context = {"members": names, "prefix": prefix, "me": request.user.username}
+    return render(request, "marketplace/social/_members.html", context)
+
+
+@login_required
+@require_GET
+def suggest_recipients(request: HttpRequest) -> HttpResponse:
+    """Fragment: names to offer in a recipient field, recent contacts first.
+
+    ``field`` names the input ("to", "member" or "members"); in "members", a list
+    separated by commas, the last name is the one being typed.
+    """
+    field = request.GET.get("field", "")
+    if field not in SUGGEST_FIELDS:
+        return _error(request, 400, f"unknown field {field[:40]!r}")
+    raw = request.GET.get(field, "")
+    head = ""
+    if SUGGEST_FIELDS[field] and "," in raw:
+        head, _, last = raw.rpartition(",")
+        head = ", ".join(n.strip() for n in head.split(",") if n.strip()) + ", "
+        raw = last
+    try:
+        prefix = _prefix(raw)
+    except ValueError as exc:
+        return _error(request, 400, str(exc))
+    names = recipient_suggestions(request.user.username, prefix, SUGGESTIONS)
+    recent = set(RecentContacts(request.user.username).names())
+    context = {"names": names, "field": field, "head": head, "recent": recent}
+    return render(request, "marketplace/social/_suggestions.html", context)
+
+
+# Guild mail ------------------------------------------------------------------------------
+
+
+def _when(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, tz=UTC)
+
+
+@login_required
+@require_GET
+def mail_inbox(request: HttpRequest) -> HttpResponse:
+    raw = request.GET.get("page", "1")
+    if not raw.isdecimal() or not 1 <= int(raw) <= 100_000:
+        return _error(request, 400, f"page must be a number from 1, got {raw[:40]!r}")
+    number = int(raw)
+    page = Mailbox(request.user.username).fetch((number - 1) * MAIL_PAGE_SIZE, MAIL_PAGE_SIZE)
+    pages = max(1, -(-page.total // MAIL_PAGE_SIZE))
+    context = {
+        "messages_page": [{"m": m, "when": _when(m.ts)} for m in page.messages],
+        "total": page.total,
+        "unread": page.unread,
+        "number": number,
+        "pages": pages,
+        "previous": number - 1 if number > 1 else None,
+        "next": number + 1 if number < pages else None,
+    }
+    return render(request, "marketplace/social/inbox.html", context)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def mail_compose(request: HttpRequest) -> HttpResponse:
+    sender = request.user.username
+    if request.method == "POST":
+        form = ComposeForm(request.POST, sender=sender)
+        if form.is_valid():
+            data = form.cleaned_data
+            Mailbox(data["to"]).send(sender, data["subject"], data["body"])
+            RecentContacts(sender).add(data["to"])
+            messages.success(request, f"Mail sent to {data['to']}.")
+            return redirect("social:inbox")
+        status = 400
+    else:
+        initial = {key: request.GET.get(key, "")[:200] for key in ("to", "subject")}
+        form = ComposeForm(initial=initial, sender=sender)
+        status = 200
+    return render(request, "marketplace/social/compose.html", {"form": form}, status=status)
+
+
+def _find_mail(mailbox: Mailbox, message_id: int):
+    """The message with ``message_id``, read page by page from the newest (None if absent)."""
+    size = app_settings.MAIL_MAX_PAGE_SIZE
+    offset = 0
+    while True:
+        page = mailbox.fetch(offset, size)
+        for message in page.messages:
+            if message.id == message_id:
+                return message
+        offset += size
+        if offset >= page.total or not page.messages:
+            return None
+
+
+@login_required
+@require_GET
+def mail_read(request: HttpRequest, message_id: int) -> HttpResponse:
+    mailbox = Mailbox(request.user.username)
+    message = _find_mail(mailbox, message_id) if 1 <= message_id <= _MAX_MESSAGE_ID else None
+    if message is None:
+        return _error(request, 404, "There is no such message in your mailbox.")
+    try:
+        mailbox.mark_read(message_id)
+    except MailMessageNotFound:
+        return _error(request, 404, "This message was just deleted.")
+    context = {"m": message, "when": _when(message.ts)}
+    return render(request, "marketplace/social/read.html", context)
+
+
+@login_required
+@require_POST
+def mail_delete(request: HttpRequest, message_id: int) -> HttpResponse:
+    if not 1 <= message_id <= _MAX_MESSAGE_ID:
+        return _error(request, 404, "There is no such message in your mailbox.")
+    try:
+        Mailbox(request.user.username).delete(message_id)
+    except MailMessageNotFound:
+        return _error(request, 404, "There is no such message in your mailbox.")
+    messages.success(request, "Message deleted.")
+    return redirect("social:inbox")
+
+
+# Group chat ------------------------------------------------------------------------------
+
+
+def _chat_or_error(
+    request: HttpRequest, chat_id: str
+) -> tuple[dict[str, int] | None, HttpResponse | None]:
+    """The members of a chat the user belongs to, or the error response to give."""
+    try:
+        members = chat.chat_members(chat_id)
+    except (InvalidKeyPart, ChatNotFound):
+        return None, _error(request, 404, "There is no such chat.")
+    if request.user.username not in members:
+        return None, _error(request, 403, "Only the members of this chat may see it.")
+    return members, None
+
+
+def _shown(messages_: list[chat.ChatMessage]) -> list[dict]:
+    return [{"m": m, "when": _when(m.ts)} for m in messages_]
+
+
+def _chat_list(request: HttpRequest, form: ChatCreateForm, status: int = 200) -> HttpResponse:
+    """The user's chats, those with unread messages first, and the form to start one."""
+    user = request.user.username
+    chats = []
+    for chat_id, unread in chat.unread_counts(user).items():
+        try:
+            members = chat.chat_members(chat_id)
+        except ChatNotFound:
+            continue  # deleted since the count was read
+        others = sorted((m for m in members if m != user), key=str.casefold)
+        chats.append({"id": chat_id, "others": others, "unread": unread})
+    chats.sort(key=lambda c: (-c["unread"], -int(c["id"]) if c["id"].isdecimal() else 0))
+    context = {"chats": chats, "form": form}
+    return render(request, "marketplace/social/chats.html", context, status=status)
+
+
+@login_required
+@require_GET
+def chat_list(request: HttpRequest) -> HttpResponse:
+    initial = {"members": request.GET.get("with", "")[:200]}
+    return _chat_list(request, ChatCreateForm(initial=initial, sender=request.user.username))
+
+
+@login_required
+@require_POST
+def chat_create(request: HttpRequest) -> HttpResponse:
+    user = request.user.username
+    form = ChatCreateForm(request.POST, sender=user)
+    if not form.is_valid():
+        return _chat_list(request, form, status=400)
+    members = form.cleaned_data["members"]
+    chat_id = chat.create_chat(user, members, form.cleaned_data["message"])
+    contacts = RecentContacts(user)
+    for member in members:
+        contacts.add(member)
+    return redirect("social:chat", chat_id=chat_id)
+
+
+@login_required
+@require_GET
+def chat_room(request: HttpRequest, chat_id: str) -> HttpResponse:
+    user = request.user.username
+    members, error = _chat_or_error(request, chat_id)
+    if error:
+        return error
+    try:
+        shown = chat.read_history(chat_id, user, HISTORY_SHOWN)
+        shown += chat.fetch_chat_messages(chat_id, user)
+    except (ChatNotFound, NotChatMember):
+        return _error(request, 404, "This chat is gone.")
+    context = {
+        "chat_id": chat_id,
+        "others": sorted((m for m in members if m != user), key=str.casefold),
+        "shown": _shown(shown),
+        "after": shown[-1].id if shown else 0,
+        "form": ChatMessageForm(),
+        "add_form": AddMemberForm(),
+    }
+    return render(request, "marketplace/social/chat.html", context)
+
+
+@login_required
+@require_POST
+def chat_send(request: HttpRequest, chat_id: str) -> HttpResponse:
+    _, error = _chat_or_error(request, chat_id)
+    if error:
+        return error
+    form = ChatMessageForm(request.POST)
+    if not form.is_valid():
+        return _error(request, 400, form.errors["text"][0])
+    try:
+        chat.send_message(chat_id, request.user.username, form.cleaned_data["text"])
+    except (ChatNotFound, NotChatMember):
+        return _error(request, 403, "You are no longer a member of this chat.")
+    if _is_htmx(request):
+        return HttpResponse(status=204, headers={"HX-Trigger": "chat-refresh"})
+    return redirect("social:chat", chat_id=chat_id)
+
+
+@login_required
+@require_GET
+def chat_poll(request: HttpRequest, chat_id: str) -> HttpResponse:
+    """Fragment: the messages after id ``after`` (the last one the page shows), in order.
+
+    The messages still held after ``after`` are read without moving the user's
+    position; then the user's pending ones are taken (which moves it, and may
+    delete messages every member now has), so nothing is missed between the
+    two. Messages past a full first read wait for the next poll, so the page
+    never skips one.
+    """
+    user = request.user.username
+    raw = request.GET.get("after", "")
+    if not raw.isdecimal() or int(raw) > _MAX_MESSAGE_ID:
+        return _error(request, 400, f"after must be a message id (0 or more), got {raw[:40]!r}")
+    after = int(raw)
+    _, error = _chat_or_error(request, chat_id)
+    if error:
+        return error
+    limit = app_settings.CHAT_FETCH_LIMIT
+    try:
+        held = chat.read_messages(chat_id, user, after=after, limit=limit)
+        taken = chat.fetch_chat_messages(chat_id, user)
+    except (ChatNotFound, NotChatMember):
+        return _error(request, 403, "You are no longer a member of this chat.")
+    new = {m.id: m for m in (*held, *taken) if m.id > after}
+    if len(held) >= limit:
+        new = {i: m for i, m in new.items() if i <= held[-1].id}
+    if not new:
+        return HttpResponse(status=204)
+    ordered = [new[i] for i in sorted(new)]
+    context = {"shown": _shown(ordered), "after": ordered[-1].id, "chat_id": chat_id}
+    return render(request, "marketplace/social/_chat_messages.html", context)
+
+
+@login_required
+@require_POST
+def chat_add_member(request: HttpRequest, chat_id: str) -> HttpResponse:
+    members, error = _chat_or_error(request, chat_id)
+    if error:
+        return error
+    form = AddMemberForm(request.POST)
+    if not form.is_valid():
+        return _error(request, 400, form.errors["member"][0])
+    member = form.cleaned_data["member"]
+    if member in members:
+        return _error(request, 400, f"{member} already is a member of this chat.")
+    try:
+        chat.join_chat(chat_id, member)
+    except ChatNotFound:
+        return _error(request, 404, "This chat is gone.")
+    RecentContacts(request.user.username).add(member)
+    messages.success(request, f"{member} joined the chat.")
+    return redirect("social:chat", chat_id=chat_id)
+
+
+@login_required
+@require_POST
+def chat_leave(request: HttpRequest, chat_id: str) -> HttpResponse:
+    _, error = _chat_or_error(request, chat_id)
+    if error:
+        return error
+    try:
+        chat.leave_chat(chat_id, request.user.username)
+    except (ChatNotFound, NotChatMember):
+        return _error(request, 404, "This chat is gone.")
+    messages.success(request, "You left the chat.")
+    return redirect("social:chats")

@@ -1,0 +1,343 @@
+"""Contacts and guild, guild mail and group chat pages, through the test client.
+
+Against the real test Redis: what a page shows is what the services hold.
+"""
+
+import re
+
+import pytest
+from django.conf import settings
+from django.shortcuts import resolve_url
+from django.test import Client
+
+from redisparts_app.conf import app_settings
+from redisparts_app.services import chat
+from redisparts_app.services.autocomplete import AddressBook, RecentContacts
+from redisparts_app.services.mail import Mailbox
+
+pytestmark = pytest.mark.django_db
+
+GUILD = "knights"
+IDS = re.compile(r'data-id="(\d+)"')
+
+
+@pytest.fixture
+def users(django_user_model):
+    names = ["alice", "bob", "bruno", "carol", "Zoë", "Élodie"]
+    made = {name: django_user_model.objects.create_user(name, password="pw") for name in names}
+    AddressBook(GUILD).join_many(["alice", "bob", "bruno", "Zoë", "Élodie"])
+    AddressBook("pirates").join("carol")
+    return made
+
+
+def client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def alice(users) -> Client:
+    return client_for(users["alice"])
+
+
+@pytest.fixture
+def bob(users) -> Client:
+    return client_for(users["bob"])
+
+
+@pytest.fixture
+def carol(users) -> Client:
+    return client_for(users["carol"])
+
+
+def social_keys(client) -> dict[bytes, bytes]:
+    """Every key of the autocomplete, mail and chat components, with its DUMP."""
+    prefix = app_settings.KEY_PREFIX
+    found = {}
+    for pattern in (f"{prefix}:ac:*", f"{prefix}:mail:*", f"{prefix}:chat*"):
+        for key in client.scan_iter(match=pattern):
+            found[key] = client.dump(key)
+    return found
+
+
+PAGES = [
+    ("get", "/guild/"),
+    ("get", "/guild/members/?guild=knights&q=a"),
+    ("get", "/contacts/suggest/?field=to&to=a"),
+    ("post", "/guild/join/"),
+    ("post", "/guild/leave/"),
+    ("get", "/mail/"),
+    ("get", "/mail/compose/"),
+    ("post", "/mail/compose/"),
+    ("get", "/mail/1/"),
+    ("post", "/mail/1/delete/"),
+    ("get", "/chat/"),
+    ("post", "/chat/new/"),
+    ("get", "/chat/1/"),
+    ("post", "/chat/1/send/"),
+    ("get", "/chat/1/poll/?after=0"),
+    ("post", "/chat/1/add/"),
+    ("post", "/chat/1/leave/"),
+]
+
+
+@pytest.mark.parametrize(("method", "url"), PAGES)
+def test_anonymous_users_are_sent_to_the_login_page(client, method, url):
+    response = getattr(client, method)(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith(resolve_url(settings.LOGIN_URL) + "?next=")
+
+
+def test_member_search_completes_a_prefix_ignoring_case_and_accents(alice):
+    response = alice.get("/guild/members/", {"guild": GUILD, "q": "ZO"})
+    assert response.status_code == 200
+    assert "Zoë" in response.text
+    assert "bob" not in response.text
+    response = alice.get("/guild/members/", {"guild": GUILD, "q": "elo"})
+    assert "Élodie" in response.text
+    assert "Zoë" not in response.text
+    response = alice.get("/guild/members/", {"guild": GUILD, "q": "b"})
+    assert "bob" in response.text
+    assert "bruno" in response.text
+    assert "alice" not in response.text
+
+
+def test_member_search_is_for_members_of_the_guild(carol):
+    response = carol.get("/guild/members/", {"guild": GUILD, "q": "a"})
+    assert response.status_code == 403
+    assert "bob" not in response.text
+
+
+def test_guild_page_lists_your_guilds_and_their_members(alice):
+    page = alice.get("/guild/")
+    assert page.status_code == 200
+    assert 'hx-trigger="keyup changed delay:200ms' in page.text
+    assert "knights" in page.text
+    assert "pirates" in page.text
+    assert "Élodie" in page.text
+
+
+def test_join_and_leave_a_guild(carol):
+    response = carol.post("/guild/join/", {"guild": GUILD})
+    assert response.status_code == 302
+    assert "carol" in AddressBook(GUILD)
+    assert "carol" in carol.get("/guild/members/", {"guild": GUILD, "q": "car"}).text
+    assert carol.post("/guild/leave/", {"guild": GUILD}).status_code == 302
+    assert "carol" not in AddressBook(GUILD)
+
+
+def test_recipient_suggestions_offer_recent_contacts_first(alice):
+    RecentContacts("alice").add("bruno")
+    response = alice.get("/contacts/suggest/", {"field": "to", "to": "b"})
+    assert response.status_code == 200
+    names = re.findall(r'data-value="([^"]*)"', response.text)
+    assert names == ["bruno", "bob"]
+    assert "recent" in response.text
+    # In a list of chat members, the name being typed is the last one.
+    response = alice.get("/contacts/suggest/", {"field": "members", "members": "bob, zo"})
+    assert re.findall(r'data-value="([^"]*)"', response.text) == ["bob, Zoë, "]
+
+
+def test_mail_from_alice_reaches_bobs_inbox_unread(alice, bob):
+    response = alice.post(
+        "/mail/compose/", {"to": "bob", "subject": "Raid", "body": "At 8:00 {x}*"}
+    )
+    assert response.status_code == 302
+    assert RecentContacts("alice").names() == ["bob"]
+    inbox = bob.get("/mail/")
+    assert "Raid" in inbox.text
+    assert "alice" in inbox.text
+    assert "1 unread" in inbox.text
+    [message] = Mailbox("bob").fetch().messages
+    read = bob.get(f"/mail/{message.id}/")
+    assert read.status_code == 200
+    assert "At 8:00 {x}*" in read.text
+    assert Mailbox("bob").unread_count() == 0
+    assert "unread" not in bob.get("/mail/").text.split("</header>")[0]
+    assert bob.post(f"/mail/{message.id}/delete/").status_code == 302
+    assert Mailbox("bob").fetch().total == 0
+
+
+def test_inbox_pages_newest_first(bob):
+    box = Mailbox("bob")
+    for number in range(1, 13):
+        box.send("alice", f"subject {number:02}", "body")
+    first = bob.get("/mail/").text
+    assert first.index("subject 12") < first.index("subject 03")
+    assert "subject 02" not in first
+    assert "Page 1 of 2" in first
+    second = bob.get("/mail/", {"page": 2}).text
+    assert "subject 02" in second
+    assert "subject 01" in second
+    assert "subject 03" not in second
+
+
+def test_nobody_reads_or_deletes_anothers_mail(alice, carol):
+    message_id = Mailbox("alice").send("bob", "secret", "body")
+    assert carol.get(f"/mail/{message_id}/").status_code == 404
+    assert carol.post(f"/mail/{message_id}/delete/").status_code == 404
+    assert Mailbox("alice").fetch().total == 1
+
+
+def test_chat_create_send_and_poll_only_newer_messages(alice, bob, carol):
+    response = alice.post("/chat/new/", {"members": "bob", "message": "hello bob"})
+    assert response.status_code == 302
+    chat_id = response["Location"].rstrip("/").rsplit("/", 1)[1]
+    assert chat.chat_members(chat_id).keys() == {"alice", "bob"}
+    assert RecentContacts("alice").names() == ["bob"]
+    assert "bob" in alice.get("/chat/").text
+
+    page = bob.get(f"/chat/{chat_id}/")
+    assert "hello bob" in page.text
+    assert 'hx-trigger="every 1500ms' in page.text
+    assert bob.get(f"/chat/{chat_id}/poll/", {"after": 1}).status_code == 204
+
+    assert alice.post(f"/chat/{chat_id}/send/", {"text": "second"}).status_code == 302
+    assert alice.post(f"/chat/{chat_id}/send/", {"text": "third"}).status_code == 302
+    poll = bob.get(f"/chat/{chat_id}/poll/", {"after": 2})
+    assert poll.status_code == 200
+    assert IDS.findall(poll.text) == ["3"]
+    assert "third" in poll.text
+    assert "second" not in poll.text
+    assert 'id="chat-after"' in poll.text
+    assert 'value="3"' in poll.text
+
+    for url in (f"/chat/{chat_id}/", f"/chat/{chat_id}/poll/?after=0"):
+        assert carol.get(url).status_code == 403
+    for url, data in ((f"/chat/{chat_id}/send/", {"text": "hi"}), (f"/chat/{chat_id}/leave/", {})):
+        assert carol.post(url, data).status_code == 403
+    assert carol.post(f"/chat/{chat_id}/add/", {"member": "carol"}).status_code == 403
+    assert chat.chat_members(chat_id).keys() == {"alice", "bob"}
+    assert alice.get("/chat/999/").status_code == 404
+
+
+def test_poll_delivers_every_message_once_and_in_order(alice, bob):
+    chat_id = chat.create_chat("alice", ["bob"], "m1")
+    after = int(IDS.findall(bob.get(f"/chat/{chat_id}/").text)[-1])
+    seen = list(range(1, after + 1))
+    for round_ in range(5):
+        for number in range(round_ + 1):
+            chat.send_message(chat_id, "alice", f"r{round_} n{number}")
+        # Another page of bob's (another tab) takes his pending messages in between.
+        if round_ % 2:
+            chat.fetch_chat_messages(chat_id, "bob")
+        poll = bob.get(f"/chat/{chat_id}/poll/", {"after": after})
+        ids = [int(i) for i in IDS.findall(poll.text)]
+        seen += ids
+        after = ids[-1]
+    assert seen == list(range(1, 17))
+
+
+def test_add_a_member_and_leave(alice, bob, users):
+    chat_id = chat.create_chat("alice", ["bob"], "hi")
+    assert alice.post(f"/chat/{chat_id}/add/", {"member": "carol"}).status_code == 302
+    assert "carol" in chat.chat_members(chat_id)
+    assert bob.post(f"/chat/{chat_id}/leave/").status_code == 302
+    assert "bob" not in chat.chat_members(chat_id)
+    assert bob.get(f"/chat/{chat_id}/").status_code == 403
+
+
+LONG = "x" * 10_000
+BAD_NAMES = ["", LONG, "a\x07b", "a\x00b", "a{b", "a}b", "a:b", "a*b"]
+BAD_TEXTS = ["", "   ", LONG, "a\x00b", "a\x1bb"]
+
+
+def bad_requests(chat_id: str) -> list[tuple[str, str, dict]]:
+    cases: list[tuple[str, str, dict]] = []
+    for name in BAD_NAMES:
+        cases += [
+            ("post", "/guild/join/", {"guild": name}),
+            ("post", "/guild/leave/", {"guild": name}),
+            ("get", "/guild/members/", {"guild": name, "q": "a"}),
+            ("post", "/mail/compose/", {"to": name, "subject": "s", "body": "b"}),
+            ("post", "/chat/new/", {"members": name, "message": "m"}),
+            ("post", f"/chat/{chat_id}/add/", {"member": name}),
+        ]
+        if name:
+            cases += [
+                ("get", "/guild/members/", {"guild": GUILD, "q": name}),
+                ("get", "/contacts/suggest/", {"field": "to", "to": name}),
+            ]
+    for unknown in ("nobody", "alice", "carol"):  # unknown user, oneself, no shared guild
+        cases.append(("post", "/mail/compose/", {"to": unknown, "subject": "s", "body": "b"}))
+    cases += [
+        ("post", "/chat/new/", {"members": "nobody", "message": "m"}),
+        ("post", "/chat/new/", {"members": "alice", "message": "m"}),
+        ("post", f"/chat/{chat_id}/add/", {"member": "nobody"}),
+        ("post", f"/chat/{chat_id}/add/", {"member": "bob"}),
+        ("post", "/guild/leave/", {"guild": "pirates"}),
+        ("get", "/contacts/suggest/", {"field": "nope", "nope": "a"}),
+    ]
+    for text in BAD_TEXTS:
+        cases += [
+            ("post", "/mail/compose/", {"to": "bob", "subject": text, "body": "b"}),
+            ("post", "/mail/compose/", {"to": "bob", "subject": "s", "body": text}),
+            ("post", "/chat/new/", {"members": "bob", "message": text}),
+            ("post", f"/chat/{chat_id}/send/", {"text": text}),
+        ]
+    for after in ("", "-1", "abc", "1.5", "9" * 30):
+        cases.append(("get", f"/chat/{chat_id}/poll/", {"after": after}))
+    for page in ("0", "-1", "abc", "9" * 30):
+        cases.append(("get", "/mail/", {"page": page}))
+    return cases
+
+
+def test_bad_input_gets_400_with_a_message_and_writes_nothing(alice, redis_client):
+    chat_id = chat.create_chat("alice", ["bob"], "hi")
+    alice.get(f"/chat/{chat_id}/")  # takes the pending message, so the page reads nothing
+    before = social_keys(redis_client)
+    for method, url, data in bad_requests(chat_id):
+        response = getattr(alice, method)(url, data)
+        assert response.status_code == 400, (url, data, response.status_code)
+        assert re.search(r'class="(error-message|field-errors)"', response.text), (url, data)
+    assert social_keys(redis_client) == before
+
+
+@pytest.mark.parametrize("chat_id", ["a*b", "a:b", "{x}", "9999", "x" * 10_000])
+def test_unknown_or_malformed_chats_are_not_found(alice, chat_id, redis_client):
+    before = social_keys(redis_client)
+    assert alice.get(f"/chat/{chat_id}/").status_code == 404
+    assert alice.get(f"/chat/{chat_id}/poll/", {"after": 0}).status_code == 404
+    assert alice.post(f"/chat/{chat_id}/send/", {"text": "hi"}).status_code == 404
+    assert social_keys(redis_client) == before
+
+
+def test_htmx_errors_are_fragments(alice):
+    response = alice.get(
+        "/contacts/suggest/", {"field": "to", "to": "a{"}, headers={"HX-Request": "true"}
+    )
+    assert response.status_code == 400
+    assert response.text.strip().startswith('<p class="error-message"')
+    assert "{" in response.text
+
+
+def test_user_text_is_escaped(alice, bob):
+    script = "<script>alert(1)</script>"
+    assert alice.post("/mail/compose/", {"to": "bob", "subject": script, "body": script})
+    [message] = Mailbox("bob").fetch().messages
+    for page in (bob.get("/mail/"), bob.get(f"/mail/{message.id}/")):
+        assert script not in page.text
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+    chat_id = chat.create_chat("alice", ["bob"], script)
+    page = bob.get(f"/chat/{chat_id}/")
+    assert script not in page.text
+    assert "&lt;script&gt;" in page.text
+    chat.send_message(chat_id, "alice", script)
+    poll = bob.get(f"/chat/{chat_id}/poll/", {"after": 1})
+    assert script not in poll.text
+    assert "&lt;script&gt;" in poll.text
+    response = alice.post("/mail/compose/", {"to": script, "subject": "s", "body": "b"})
+    assert response.status_code == 400
+    assert script not in response.text
+
+
+def test_posts_need_the_csrf_token(users):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(users["alice"])
+    assert client.post("/guild/join/", {"guild": "newguild"}).status_code == 403
+    assert (
+        client.post("/mail/compose/", {"to": "bob", "subject": "s", "body": "b"}).status_code == 403
+    )
+    assert "alice" not in AddressBook("newguild")
+    assert Mailbox("bob").fetch().total == 0
