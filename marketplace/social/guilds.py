@@ -25,9 +25,9 @@ def all_guilds() -> list[str]:
     return sorted(names, key=str.casefold)
 
 
-def user_guilds(username: str) -> list[str]:
-    """Return the guilds ``username`` belongs to, sorted."""
-    return [guild for guild in all_guilds() if username in AddressBook(guild)]
+def user_guilds(username: str, guilds: list[str] | None = None) -> list[str]:
+    """Return the guilds ``username`` belongs to (among ``guilds``, default all), sorted."""
+    return [g for g in (all_guilds() if guilds is None else guilds) if username in AddressBook(g)]
 
 
 def share_a_guild(username: str, other: str) -> bool:

@@ -66,7 +66,7 @@ def _prefix(value: str) -> str:
 def guild_page(request: HttpRequest) -> HttpResponse:
     user = request.user.username
     guilds = all_guilds()
-    mine = user_guilds(user)
+    mine = user_guilds(user, guilds)
     selected = request.GET.get("guild", "")
     if selected not in mine:
         selected = mine[0] if mine else ""
