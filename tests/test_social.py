@@ -127,6 +127,14 @@ def test_join_and_leave_a_guild(carol):
     assert "carol" not in AddressBook(GUILD)
 
 
+def test_any_valid_guild_name_can_be_founded(alice):
+    response = alice.post("/guild/join/", {"guild": "Chevaliers d'Été & co"})
+    assert response.status_code == 302
+    page = alice.get(response["Location"])
+    assert "Chevaliers d&#x27;Été &amp; co" in page.text
+    assert "alice" in AddressBook("Chevaliers d'Été & co")
+
+
 def test_recipient_suggestions_offer_recent_contacts_first(alice):
     RecentContacts("alice").add("bruno")
     response = alice.get("/contacts/suggest/", {"field": "to", "to": "b"})
@@ -188,8 +196,11 @@ def test_chat_create_send_and_poll_only_newer_messages(alice, bob, carol):
     assert RecentContacts("alice").names() == ["bob"]
     assert "bob" in alice.get("/chat/").text
 
+    listing = bob.get("/chat/").text
+    assert re.search(r'class="badge"[^>]*>1<', listing)
     page = bob.get(f"/chat/{chat_id}/")
     assert "hello bob" in page.text
+    assert not re.search(r'class="badge"[^>]*>', bob.get("/chat/").text)
     assert 'hx-trigger="every 1500ms' in page.text
     assert bob.get(f"/chat/{chat_id}/poll/", {"after": 1}).status_code == 204
 

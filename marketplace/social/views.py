@@ -6,6 +6,7 @@ unknown or foreign chats a 404 or 403, always before anything is written.
 """
 
 from datetime import UTC, datetime
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -92,7 +93,7 @@ def guild_join(request: HttpRequest) -> HttpResponse:
         messages.success(request, f"You joined {guild}.")
     else:
         messages.info(request, f"You already are in {guild}.")
-    return redirect(f"{reverse('social:guild')}?guild={guild}")
+    return redirect(f"{reverse('social:guild')}?{urlencode({'guild': guild})}")
 
 
 @login_required
