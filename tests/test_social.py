@@ -197,10 +197,10 @@ def test_chat_create_send_and_poll_only_newer_messages(alice, bob, carol):
     assert "bob" in alice.get("/chat/").text
 
     listing = bob.get("/chat/").text
-    assert re.search(r'class="badge"[^>]*>1<', listing)
+    assert re.search(r'class="badge chat-unread"[^>]*>1<', listing)
     page = bob.get(f"/chat/{chat_id}/")
     assert "hello bob" in page.text
-    assert not re.search(r'class="badge"[^>]*>', bob.get("/chat/").text)
+    assert not re.search(r'class="badge chat-unread"', bob.get("/chat/").text)
     assert 'hx-trigger="every 1500ms' in page.text
     assert bob.get(f"/chat/{chat_id}/poll/", {"after": 1}).status_code == 204
 
