@@ -1,0 +1,212 @@
+"""Read-only listings for the admin: which queue groups, chats, guilds, logs, statistics,
+counters and configurations exist, one page at a time.
+
+Nothing here writes. Names are found with SCAN (``keys.scan_keys`` or one SCAN call per
+page, resumed from a cursor) or with ranges (ZRANGE with offsets), never by loading every
+key: a page costs a bounded number of round trips whatever the size of the keyspace.
+
+Keys read (see each component's module for their meaning):
+
+- ``rp:queue:{<group>}:queues``           the groups of the task queues
+- ``rp:chat:{<chat>}:members`` / ``:msgs`` / ``:ids``   chats, members, pending messages
+- ``rp:ac:{<guild>}:names``               guild address books
+- ``rp:log:{<name>}:recent:<severity>``   recent logs; ``:common:<severity>`` common logs
+- ``rp:stats:{<context>}:<kind>``         hourly statistics
+- ``rp:counters:{index}:known``           the counters' index
+- ``rp:config:{<type>}:<name>``           stored JSON configurations
+
+Limits: SCAN guarantees that a key present for the whole walk is returned at least once;
+one that appears or disappears meanwhile may be missed, and a page may hold a few more
+entries than asked, about twice as many at most (SCAN returns whole batches). On a Redis
+Cluster the cursor pages walk the node that the client's SCAN reaches; the full listings
+(``queue_groups``, ``stats_entries``) walk every primary.
+"""
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..conf import app_settings
+from ..connection import get_redis
+from ..keys import make_key, scan_keys, validate_key_part
+from . import counters
+from .chat import chat_keys
+from .logs import SEVERITIES
+
+# Keys SCAN looks at per call of a full walk (``queue_groups``, ``stats_entries``).
+SCAN_BATCH = 500
+# Most SCAN calls one page makes, so a sparse keyspace cannot keep a request busy; the
+# page then comes back short (maybe empty) with a cursor to go on from.
+MAX_SCAN_CALLS = 200
+
+
+@dataclass(frozen=True)
+class Page:
+    """Names found by one page of a SCAN walk; ``cursor`` 0 means the walk is over."""
+
+    names: list[str]
+    cursor: int
+
+
+@dataclass(frozen=True)
+class ChatOverview:
+    """One chat: members with their pending message counts, messages held, last id."""
+
+    id: str
+    members: dict[str, int]
+    pending: dict[str, int]
+    held: int
+    last_id: int
+
+
+def _tag_pattern(component: str, *roles: str) -> tuple[str, re.Pattern[str]]:
+    """The SCAN pattern for ``<prefix>:<component>:{*}:<roles>`` and a regex taking the tag."""
+    pattern = make_key(component, "*", *roles)
+    exact = re.escape(make_key(component, "TAG", *roles)).replace(r"\{TAG\}", r"\{([^{}]+)\}")
+    return pattern, re.compile(f"^{exact}$")
+
+
+def scan_page(
+    component: str, roles: tuple[str, ...], cursor: int = 0, count: int = 50, *, client=None
+) -> Page:
+    """Return up to about ``count`` tags of keys ``<prefix>:<component>:{<tag>}:<roles>``.
+
+    Start with ``cursor`` 0 and pass the returned cursor for the next page; sorted
+    within the page only.
+    """
+    pattern, regex = _tag_pattern(component, *roles)
+    found, cursor = _scan_matches(pattern, regex, cursor, count, client)
+    return Page(sorted(tag for (tag,) in found), cursor)
+
+
+def queue_groups(*, client=None) -> list[str]:
+    """Return the task-queue groups that have a queue registry, sorted (a full SCAN).
+
+    Groups are few (one per hash tag chosen in the settings or a ``@task``), so the
+    walk is short even on a large keyspace; the default group is always listed.
+    """
+    client = client if client is not None else get_redis()
+    pattern, regex = _tag_pattern("queue", "queues")
+    found = {str(app_settings.QUEUE_GROUP)}
+    for key in scan_keys(client, pattern, count=SCAN_BATCH):
+        match = regex.match(key.decode("utf-8", "replace"))
+        if match:
+            found.add(match.group(1))
+    return sorted(found)
+
+
+def chat_page(cursor: int = 0, count: int = 25, *, client=None) -> Page:
+    """Return a page of chat ids."""
+    return scan_page("chat", ("members",), cursor, count, client=client)
+
+
+def chat_overview(chat_id: str, *, client=None) -> ChatOverview | None:
+    """Return a chat's members, each one's pending messages, and what it holds; None if gone.
+
+    Pending messages of a member are those with an id above the last one it fetched
+    (ZCOUNT on the messages zset, scored by id), read in one pipeline.
+    """
+    client = client if client is not None else get_redis()
+    names = chat_keys(validate_key_part(chat_id, "chat"))
+    members = {
+        member.decode(): int(score)
+        for member, score in client.zrange(names["members"], 0, -1, withscores=True)
+    }
+    if not members:
+        return None
+    pipe = client.pipeline(transaction=False)
+    for last in members.values():
+        pipe.zcount(names["msgs"], f"({last}", "+inf")
+    pipe.zcard(names["msgs"])
+    pipe.get(names["ids"])
+    *pending, held, last_id = pipe.execute()
+    return ChatOverview(
+        id=chat_id,
+        members=members,
+        pending=dict(zip(members, (int(n) for n in pending), strict=True)),
+        held=int(held),
+        last_id=int(last_id or 0),
+    )
+
+
+def guild_page(cursor: int = 0, count: int = 50, *, client=None) -> Page:
+    """Return a page of guilds that have an address book."""
+    return scan_page("ac", ("names",), cursor, count, client=client)
+
+
+def _scan_matches(
+    pattern: str, regex: re.Pattern[str], cursor: int, count: int, client: Any
+) -> tuple[set[tuple[str, ...]], int]:
+    """SCAN from ``cursor`` until about ``count`` keys matched ``regex``; return its groups."""
+    if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
+        raise ValueError(f"cursor must be a non-negative integer, got {cursor!r}")
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
+        raise ValueError(f"count must be between 1 and 1000, got {count!r}")
+    client = client if client is not None else get_redis()
+    found: set[tuple[str, ...]] = set()
+    for _ in range(MAX_SCAN_CALLS):
+        cursor, batch = client.scan(cursor, match=pattern, count=count)
+        for key in batch:
+            match = regex.match(key.decode("utf-8", "replace"))
+            if match:
+                found.add(match.groups())
+        if cursor == 0 or len(found) >= count:
+            break
+    return found, int(cursor)
+
+
+def config_page(
+    cursor: int = 0, count: int = 50, *, client=None
+) -> tuple[list[tuple[str, str]], int]:
+    """Return a page of stored configurations as sorted (type, name) pairs, and the cursor."""
+    prefix = re.escape(app_settings.KEY_PREFIX)
+    regex = re.compile(rf"^{prefix}:config:\{{([^{{}}]+)\}}:([^:{{}}]+)$")
+    found, cursor = _scan_matches(make_key("config", "*", "*"), regex, cursor, count, client)
+    return sorted(found), cursor  # type: ignore[return-value]
+
+
+def log_page(cursor: int = 0, count: int = 50, *, client=None) -> Page:
+    """Return a page of log names that have a recent log of any severity."""
+    prefix = re.escape(app_settings.KEY_PREFIX)
+    severities = "|".join(SEVERITIES)
+    regex = re.compile(rf"^{prefix}:log:\{{([^{{}}]+)\}}:recent:(?:{severities})$")
+    found, cursor = _scan_matches(make_key("log", "*", "recent", "*"), regex, cursor, count, client)
+    return Page(sorted(name for (name,) in found), cursor)
+
+
+def stats_entries(count: int = 200, *, client=None) -> list[tuple[str, str]]:
+    """Return up to ``count`` (context, kind) pairs with statistics this or last hour, sorted."""
+    client = client if client is not None else get_redis()
+    prefix = app_settings.KEY_PREFIX + ":stats:"
+    regex = re.compile(r"^\{([^{}]+)\}:([^:{}]+)(?::last)?$")
+    found: set[tuple[str, str]] = set()
+    for key in scan_keys(client, prefix + "*", count=SCAN_BATCH):
+        match = regex.match(key.decode("utf-8", "replace")[len(prefix) :])
+        if match:
+            found.add((match.group(1), match.group(2)))
+            if len(found) >= count:
+                break
+    return sorted(found)
+
+
+def counter_page(
+    start: int = 0, count: int = 50, *, client=None
+) -> tuple[dict[str, list[int]], int]:
+    """Return a page of the counters' index (name -> precisions) and the index size.
+
+    The index has one entry per counter and precision, ordered by precision then
+    name; the page covers entries ``start`` to ``start + count - 1`` (ZRANGE).
+    """
+    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+        raise ValueError(f"start must be a non-negative integer, got {start!r}")
+    client = client if client is not None else get_redis()
+    pipe = client.pipeline(transaction=False)
+    pipe.zrange(counters.index_key(), start, start + count - 1)
+    pipe.zcard(counters.index_key())
+    members, total = pipe.execute()
+    found: dict[str, list[int]] = {}
+    for member in members:
+        precision, _, name = member.decode("utf-8", "replace").partition(":")
+        if precision.isdigit() and name:
+            found.setdefault(name, []).append(int(precision))
+    return {name: sorted(found[name]) for name in sorted(found)}, int(total)

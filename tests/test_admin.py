@@ -1,0 +1,361 @@
+"""The Redis parts admin, through the test client, on the real test Redis.
+
+Data is made by the services themselves (queues, locks, semaphores, chats, counters,
+logs, statistics); every page must show it. Actions are checked by reading Redis back.
+"""
+
+import json
+import re
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.test import override_settings
+from django.urls import reverse
+
+from redisparts_app.services import autocomplete, chat, config, counters, logs, stats
+from redisparts_app.services.locks import Lock
+from redisparts_app.services.semaphores import Semaphore
+from redisparts_app.services.tasks import TaskQueue, Worker, enqueue
+from tests.tasks_helpers import fails_until_flag
+
+pytestmark = pytest.mark.django_db
+
+PAGES = [
+    "admin:redisparts_app_redisparts_changelist",
+    "admin:redisparts_queues",
+    "admin:redisparts_tasks",
+    "admin:redisparts_locks",
+    "admin:redisparts_semaphores",
+    "admin:redisparts_chats",
+    "admin:redisparts_counters",
+    "admin:redisparts_stats",
+    "admin:redisparts_logs",
+    "admin:redisparts_config",
+    "admin:redisparts_persistence",
+    "admin:redisparts_autocomplete",
+]
+
+
+def url(name: str, *args: str) -> str:
+    return reverse(name, args=args)
+
+
+def failed_tasks(count: int) -> list[str]:
+    """Make ``count`` failed tasks (each raised ValueError on its only delivery)."""
+    ids = [fails_until_flag.enqueue_with(args=[f"f{n}"], on_commit=False) for n in range(count)]
+    assert Worker(["default"]).run(burst=True) == count
+    return ids
+
+
+def rows(html: str, css_class: str) -> int:
+    return len(re.findall(rf'<tr class="{css_class}"', html))
+
+
+# -- access ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_anonymous_users_are_sent_to_the_login_page(client, page):
+    response = client.get(url(page))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("admin:login"))
+
+
+def test_non_staff_users_are_sent_to_the_login_page(client):
+    client.force_login(User.objects.create_user("ann", password="x"))
+    response = client.get(url("admin:redisparts_queues"))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("admin:login"))
+
+
+def test_staff_without_the_permission_get_403_and_view_only_staff_cannot_act(client):
+    staff = User.objects.create_user("bob", password="x", is_staff=True)
+    client.force_login(staff)
+    assert client.get(url("admin:redisparts_locks")).status_code == 403
+    staff.user_permissions.add(Permission.objects.get(codename="view_redisparts"))
+    client.force_login(User.objects.get(pk=staff.pk))
+    assert client.get(url("admin:redisparts_locks")).status_code == 200
+    [task_id] = failed_tasks(1)
+    retry = client.post(url("admin:redisparts_task_retry", "default", task_id))
+    assert retry.status_code == 403
+    assert TaskQueue().counts()["failed"] == 1
+    assert client.post(url("admin:redisparts_maintenance"), {"action": "set"}).status_code == 403
+    assert config.maintenance_status() is None
+
+
+def test_the_app_is_listed_in_the_admin_index(admin_client):
+    page = admin_client.get(reverse("admin:index")).content.decode()
+    assert "Redis parts" in page
+    assert url("admin:redisparts_app_redisparts_changelist") in page
+
+
+# -- pages show the data ----------------------------------------------------------------
+
+
+def test_dashboard_and_queues_show_lengths_and_age(admin_client):
+    for n in range(3):
+        enqueue("shop.mail", args=[n], queue="email", on_commit=False)
+    enqueue("shop.report", queue="reports", delay=60, on_commit=False)
+    failed_tasks(2)
+    dashboard = admin_client.get(url("admin:redisparts_app_redisparts_changelist"))
+    assert dashboard.status_code == 200
+    cards = dict(
+        re.findall(
+            r'rp-label">([^<]+)</span><a class="rp-value[^"]*" [^>]*>(\d+)<',
+            dashboard.content.decode(),
+        )
+    )
+    assert cards["Ready"] == "3"
+    assert cards["Failed"] == "2"
+    assert cards["Delayed"] == "1"
+    page = admin_client.get(url("admin:redisparts_queues")).content.decode()
+    email_row = re.search(r">email</a></td>\s*<td>(\d+)</td>\s*<td>([\d.]+) s</td>", page)
+    assert email_row
+    assert email_row.group(1) == "3"
+    peek = admin_client.get(url("admin:redisparts_peek", "default", "email")).content.decode()
+    assert rows(peek, "rp-task") == 3
+    assert "shop.mail" in peek
+    assert "[2]" in peek
+
+
+def test_task_lists_show_failed_with_error_and_detail_shows_traceback(admin_client):
+    [task_id] = failed_tasks(1)
+    page = admin_client.get(url("admin:redisparts_tasks") + "?kind=failed").content.decode()
+    assert "tests.fails_until_flag" in page
+    assert "ValueError: flag not set" in page
+    detail = admin_client.get(url("admin:redisparts_task", "default", task_id)).content.decode()
+    assert "Traceback (most recent call last)" in detail
+    assert "raise ValueError(&quot;flag not set&quot;)" in detail
+
+
+def test_in_flight_and_delayed_lists_show_worker_lease_deliveries_and_due_time(admin_client):
+    queue = TaskQueue()
+    enqueue("shop.mail", args=["x"], queue="email", on_commit=False)
+    enqueue("shop.later", queue="email", delay=120, on_commit=False)
+    _record, _deliveries = queue.dequeue(["email"], "host-42-abc", lease=30)
+    inflight = admin_client.get(url("admin:redisparts_tasks") + "?kind=inflight").content.decode()
+    assert "host-42-abc" in inflight
+    assert re.search(r"<td>(29|30)\.\d s</td><td>1</td>", inflight), "lease left, deliveries"
+    delayed = admin_client.get(url("admin:redisparts_tasks") + "?kind=delayed").content.decode()
+    assert "shop.later" in delayed
+    assert re.search(r"\(in (119|120)\.\d s\)", delayed)
+
+
+def test_locks_semaphores_and_chats_pages(admin_client):
+    lock = Lock("market", ttl=30)
+    fence = lock.acquire()
+    sem = Semaphore("checkout", 3, timeout=30)
+    holder = sem.acquire(reason="buying a sword")
+    chat_id = chat.create_chat("ann", ["bob", "cid"], "hello")
+    chat.send_message(chat_id, "bob", "second")
+    chat.fetch_chat_messages(chat_id, "bob")
+
+    locks_page = admin_client.get(url("admin:redisparts_locks")).content.decode()
+    assert "market" in locks_page
+    assert lock.token in locks_page
+    assert re.search(rf"<td>(29|30)\.\d\d s</td>\s*<td>{fence}</td>", locks_page)
+    sems = admin_client.get(url("admin:redisparts_semaphores")).content.decode()
+    assert holder in sems
+    assert "buying a sword" in sems
+    chats = admin_client.get(url("admin:redisparts_chats")).content.decode()
+    members = dict(re.findall(r'rp-member">(\w+) \((\d+)\)', chats))
+    assert members == {"ann": "2", "bob": "0", "cid": "2"}
+    lock.release()
+    sem.release(holder)
+
+
+def test_counters_stats_and_logs_pages_with_charts(admin_client):
+    for _ in range(3):
+        counters.update_counter("hits", clock=lambda: 1_700_000_000.0)
+    counters.update_counter("hits", clock=lambda: 1_700_000_001.0)
+    stats.update_stats("checkout", "amount", 12.5)
+    stats.update_stats("checkout", "amount", 7.5)
+    stats.record_access_time("market.listings", 0.25)
+    logs.log_common("web", "payment declined <b>", "warning")
+    logs.log_common("web", "payment declined <b>", "warning")
+
+    page = admin_client.get(url("admin:redisparts_counters") + "?name=hits&precision=1")
+    html = page.content.decode()
+    assert "<svg" in html
+    assert "22:13:20: 3</title>" in html
+    assert "22:13:21: 1</title>" in html
+    html = admin_client.get(url("admin:redisparts_stats")).content.decode()
+    assert "checkout" in html
+    assert "<td>2</td><td>10.0000</td>" in html
+    assert "market.listings: 250 ms</title>" in html
+    html = admin_client.get(url("admin:redisparts_logs") + "?name=web&severity=warning").content
+    html = html.decode()
+    assert "payment declined &lt;b&gt;</td><td>2</td>" in html
+
+
+def test_persistence_page_shows_the_server_state(admin_client, redis_client):
+    html = admin_client.get(url("admin:redisparts_persistence")).content.decode()
+    assert redis_client.info("server")["redis_version"] in html
+    assert 'role</th><td class="rp-mono">master' in html
+
+
+def test_autocomplete_box_completes_guild_members(admin_client):
+    autocomplete.AddressBook("knights").join_many(["Anna Lee", "Annie", "Bob"])
+    page = admin_client.get(url("admin:redisparts_autocomplete")).content.decode()
+    assert "knights" in page
+    fragment = admin_client.get(
+        url("admin:redisparts_autocomplete") + "?guild=knights&prefix=ann&fragment=1"
+    ).content.decode()
+    assert re.findall(r"<li>([^<]+)</li>", fragment) == ["Anna Lee", "Annie"]
+    bad = admin_client.get(url("admin:redisparts_autocomplete") + "?guild=a:b&prefix=x")
+    assert bad.status_code == 200
+    assert "is not allowed" in bad.content.decode()
+
+
+# -- actions ------------------------------------------------------------------------------
+
+
+def test_retry_requeues_a_failed_task(admin_client, redis_client):
+    [task_id] = failed_tasks(1)
+    queue = TaskQueue()
+    response = admin_client.post(
+        url("admin:redisparts_task_retry", "default", task_id), follow=True
+    )
+    assert response.redirect_chain[-1][1] == 302
+    assert f"Task {task_id} is back in its queue." in response.content.decode()
+    assert queue.counts()["failed"] == 0
+    assert queue.length("default") == 1
+    redis_client.set("test:tasks:flag", 1)
+    assert Worker(["default"]).run(burst=True) == 1
+    assert redis_client.sismember("test:tasks:done", "f0")
+
+
+def test_delete_removes_a_failed_task(admin_client):
+    [task_id] = failed_tasks(1)
+    response = admin_client.post(url("admin:redisparts_task_delete", "default", task_id))
+    assert response.status_code == 302
+    queue = TaskQueue()
+    assert queue.counts()["failed"] == 0
+    assert queue.length("default") == 0
+    with pytest.raises(LookupError):
+        queue.get(task_id)
+    again = admin_client.post(url("admin:redisparts_task_delete", "default", task_id), follow=True)
+    assert "Nothing done: no task" in again.content.decode()
+
+
+@pytest.mark.parametrize("name", ["admin:redisparts_task_retry", "admin:redisparts_task_delete"])
+def test_get_on_an_action_is_refused(admin_client, name):
+    [task_id] = failed_tasks(1)
+    assert admin_client.get(url(name, "default", task_id)).status_code == 405
+    assert TaskQueue().counts()["failed"] == 1
+    assert admin_client.get(url("admin:redisparts_maintenance")).status_code == 405
+
+
+def test_actions_need_the_csrf_token(client):
+    [task_id] = failed_tasks(1)
+    client.handler.enforce_csrf_checks = True
+    client.force_login(User.objects.create_superuser("root", password="x"))
+    response = client.post(url("admin:redisparts_task_retry", "default", task_id))
+    assert response.status_code == 403
+    assert TaskQueue().counts()["failed"] == 1
+
+
+def test_maintenance_toggle_sets_and_clears_the_flag(admin_client):
+    response = admin_client.post(
+        url("admin:redisparts_maintenance"),
+        {"action": "set", "retry_after": "120", "message": "Back soon"},
+        follow=True,
+    )
+    assert "Maintenance mode is on" in response.content.decode()
+    status = config.maintenance_status()
+    assert status is not None
+    assert status.retry_after == 120
+    assert status.message == "Back soon"
+    admin_client.post(url("admin:redisparts_maintenance"), {"action": "clear"})
+    assert config.maintenance_status() is None
+    refused = admin_client.post(
+        url("admin:redisparts_maintenance"), {"action": "set", "retry_after": "-1"}, follow=True
+    )
+    assert "Maintenance mode not changed" in refused.content.decode()
+    assert config.maintenance_status() is None
+
+
+def test_config_editor_saves_json_and_refuses_bad_json(admin_client, redis_client):
+    saved = admin_client.post(
+        url("admin:redisparts_config"), {"kind": "logs", "name": "web", "value": '{"level": 3}'}
+    )
+    assert saved.status_code == 302
+    assert config.get_config("logs", "web", wait=0) == {"level": 3}
+    keys_before = sorted(redis_client.keys("*"))
+    for bad in ['{"level": 3', "[1, 2]", "", '"text"']:
+        response = admin_client.post(
+            url("admin:redisparts_config"), {"kind": "logs", "name": "other", "value": bad}
+        )
+        assert response.status_code == 400
+        assert 'class="errorlist' in response.content.decode()
+    bad_name = admin_client.post(
+        url("admin:redisparts_config"), {"kind": "logs", "name": "a{b}", "value": "{}"}
+    )
+    assert bad_name.status_code == 400
+    assert "is not allowed" in bad_name.content.decode()
+    assert sorted(redis_client.keys("*")) == keys_before
+    assert config.get_config("logs", "web", wait=0) == {"level": 3}
+    edit = admin_client.get(url("admin:redisparts_config") + "?kind=logs&name=web")
+    assert "&quot;level&quot;: 3" in edit.content.decode()
+
+
+# -- large lists and failures ---------------------------------------------------------------
+
+
+def test_250_failed_tasks_are_shown_a_page_at_a_time(admin_client):
+    ids = failed_tasks(250)
+    first = admin_client.get(url("admin:redisparts_tasks") + "?kind=failed").content.decode()
+    assert rows(first, "rp-task") == 50
+    assert "Page 1 of 5 (250 in all)" in first
+    last = admin_client.get(url("admin:redisparts_tasks") + "?kind=failed&page=5").content.decode()
+    assert rows(last, "rp-task") == 50
+    shown = set(re.findall(r'rp-mono">([0-9a-f]{32})</span>', last))
+    assert shown == set(TaskQueue().failed(200, 50)[i].id for i in range(50))
+    assert shown <= set(ids)
+    assert len(shown & set(re.findall(r"[0-9a-f]{32}", first))) == 0
+    beyond = admin_client.get(url("admin:redisparts_tasks") + "?kind=failed&page=99")
+    assert "Page 5 of 5" in beyond.content.decode()
+
+
+def test_chats_are_paged_with_scan(admin_client):
+    for n in range(60):
+        chat.create_chat("ann", ["bob"], f"hi {n}", chat_id=f"c{n}")
+    seen: set[str] = set()
+    cursor, pages = "0", 0
+    while pages < 100:
+        pages += 1
+        html = admin_client.get(url("admin:redisparts_chats") + f"?cursor={cursor}").content
+        found = re.findall(r'<tr class="rp-chat"><td class="rp-mono">(c\d+)</td>', html.decode())
+        assert len(found) <= 50  # pages of about 25
+        seen.update(found)
+        match = re.search(r'\?cursor=(\d+)">next', html.decode())
+        if not match:
+            break
+        cursor = match.group(1)
+    assert seen == {f"c{n}" for n in range(60)}
+    assert pages > 1
+
+
+def test_bad_parameters_answer_404_not_500(admin_client):
+    assert admin_client.get(url("admin:redisparts_tasks") + "?kind=nope").status_code == 404
+    assert admin_client.get(url("admin:redisparts_tasks") + "?group=a*b").status_code == 404
+    assert admin_client.get(url("admin:redisparts_task", "default", "missing")).status_code == 404
+    assert admin_client.get(url("admin:redisparts_tasks") + "?page=-3").status_code == 200
+
+
+DOWN = {"CONNECTIONS": {"default": {"URL": "redis://127.0.0.1:1/0"}}}
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_redis_down_shows_a_message_not_a_500(admin_client, page):
+    with override_settings(REDISPARTS=DOWN):
+        response = admin_client.get(url(page))
+    assert response.status_code == 503
+    assert "Redis cannot be reached right now" in response.content.decode()
+
+
+def test_json_in_arguments_is_escaped(admin_client):
+    enqueue("shop.mail", args=["<script>alert(1)</script>"], queue="email", on_commit=False)
+    html = admin_client.get(url("admin:redisparts_peek", "default", "email")).content.decode()
+    assert "<script>alert(1)" not in html
+    assert json.dumps("&lt;script&gt;")[1:-1] in html
