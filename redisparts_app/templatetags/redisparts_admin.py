@@ -37,11 +37,11 @@ def _span(seconds: float) -> str:
 
 @register.simple_tag
 def seconds_until(moment: float | None, now: float) -> str:
-    """Time from ``now`` to ``moment`` ("overdue by ..." once past)."""
+    """Time from ``now`` to ``moment``: "in 3.0 s", or "overdue by 3.0 s" once past."""
     if moment is None:
         return "—"
     left = moment - now
-    return _span(left) if left >= 0 else f"overdue by {_span(left)}"
+    return f"in {_span(left)}" if left >= 0 else f"overdue by {_span(left)}"
 
 
 @register.simple_tag
