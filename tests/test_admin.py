@@ -281,7 +281,7 @@ def test_config_editor_saves_json_and_refuses_bad_json(admin_client, redis_clien
     )
     assert saved.status_code == 302
     assert config.get_config("logs", "web", wait=0) == {"level": 3}
-    keys_before = sorted(redis_client.scan_iter())
+    keys_before = sorted(redis_client.scan_iter(match="rp:config:*"))
     for bad in ['{"level": 3', "[1, 2]", "", '"text"']:
         response = admin_client.post(
             url("admin:redisparts_config"), {"kind": "logs", "name": "other", "value": bad}
@@ -293,7 +293,7 @@ def test_config_editor_saves_json_and_refuses_bad_json(admin_client, redis_clien
     )
     assert bad_name.status_code == 400
     assert "is not allowed" in bad_name.content.decode()
-    assert sorted(redis_client.scan_iter()) == keys_before
+    assert sorted(redis_client.scan_iter(match="rp:config:*")) == keys_before
     assert config.get_config("logs", "web", wait=0) == {"level": 3}
     edit = admin_client.get(url("admin:redisparts_config") + "?kind=logs&name=web")
     assert "&quot;level&quot;: 3" in edit.content.decode()
