@@ -317,22 +317,51 @@ def test_250_failed_tasks_are_shown_a_page_at_a_time(admin_client):
     assert "Page 5 of 5" in beyond.content.decode()
 
 
-def test_chats_are_paged_with_scan(admin_client):
-    for n in range(60):
-        chat.create_chat("ann", ["bob"], f"hi {n}", chat_id=f"c{n}")
+def walk_cursor_pages(client, page: str, item: str, most: int) -> tuple[set[str], int]:
+    """Follow a SCAN-paged admin list to its end; return the items seen and the pages."""
     seen: set[str] = set()
     cursor, pages = "0", 0
     while pages < 100:
         pages += 1
-        html = admin_client.get(url("admin:redisparts_chats") + f"?cursor={cursor}").content
-        found = re.findall(r'<tr class="rp-chat"><td class="rp-mono">(c\d+)</td>', html.decode())
-        assert len(found) <= 50  # pages of about 25
+        html = client.get(url(page) + f"?cursor={cursor}").content.decode()
+        found = re.findall(item, html)
+        assert len(found) <= most
         seen.update(found)
-        match = re.search(r'\?cursor=(\d+)">next', html.decode())
+        match = re.search(r'\?cursor=(\d+)">next', html)
         if not match:
             break
         cursor = match.group(1)
+    return seen, pages
+
+
+def test_chats_are_paged_with_scan(admin_client):
+    for n in range(60):
+        chat.create_chat("ann", ["bob"], f"hi {n}", chat_id=f"c{n}")
+    seen, pages = walk_cursor_pages(
+        admin_client,
+        "admin:redisparts_chats",
+        r'<tr class="rp-chat"><td class="rp-mono">(c\d+)<',
+        50,
+    )
     assert seen == {f"c{n}" for n in range(60)}
+    assert pages > 1
+
+
+def test_locks_and_semaphores_are_paged_with_scan(admin_client):
+    held = [Lock(f"item{n}", ttl=60) for n in range(130)]
+    for lock in held:
+        lock.acquire()
+    seen, pages = walk_cursor_pages(
+        admin_client, "admin:redisparts_locks", r"<tr><td>(item\d+)</td>", 100
+    )
+    assert seen == {f"item{n}" for n in range(130)}
+    assert pages > 1
+    for n in range(45):
+        Semaphore(f"s{n}", 2, timeout=60).acquire(reason="paging")
+    seen, pages = walk_cursor_pages(
+        admin_client, "admin:redisparts_semaphores", r"<h2>(s\d+) — 1 holder</h2>", 40
+    )
+    assert seen == {f"s{n}" for n in range(45)}
     assert pages > 1
 
 

@@ -316,27 +316,32 @@ class RedisPartsAdmin(admin.ModelAdmin):
     # -- locks and semaphores -----------------------------------------------------------
 
     def locks_view(self, request: HttpRequest) -> HttpResponse:
-        held = locks.held_locks()
-        pages = _pages(_int_param(request, "page", 1, 1), len(held))
+        cursor = _int_param(request, "cursor")
+        held, next_cursor = overview.lock_page(cursor, PAGE_SIZE)
         return self._render(
             request,
             "locks.html",
             {
                 "title": "Held locks",
-                "locks": held[pages["start"] : pages["start"] + PAGE_SIZE],
-                "pages": pages,
+                "locks": held,
+                "next_cursor": next_cursor or None,
+                "first_page": cursor == 0,
             },
         )
 
     def semaphores_view(self, request: HttpRequest) -> HttpResponse:
-        names = semaphores.semaphore_names()
-        pages = _pages(_int_param(request, "page", 1, 1), len(names))
-        rows = [
-            {"name": name, "holders": semaphores.holders(name)}
-            for name in names[pages["start"] : pages["start"] + PAGE_SIZE]
-        ]
+        cursor = _int_param(request, "cursor")
+        page = overview.semaphore_page(cursor, 20)
+        rows = [{"name": name, "holders": semaphores.holders(name)} for name in page.names]
         return self._render(
-            request, "semaphores.html", {"title": "Semaphores", "semaphores": rows, "pages": pages}
+            request,
+            "semaphores.html",
+            {
+                "title": "Semaphores",
+                "semaphores": rows,
+                "next_cursor": page.cursor or None,
+                "first_page": cursor == 0,
+            },
         )
 
     # -- chats ----------------------------------------------------------------------------

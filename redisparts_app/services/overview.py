@@ -8,6 +8,7 @@ key: a page costs a bounded number of round trips whatever the size of the keysp
 Keys read (see each component's module for their meaning):
 
 - ``rp:queue:{<group>}:queues``           the groups of the task queues
+- ``rp:lock:{<name>}:owner`` / ``:fence``   held locks; ``rp:semaphore:{<name>}:holders``
 - ``rp:chat:{<chat>}:members`` / ``:msgs`` / ``:ids``   chats, members, pending messages
 - ``rp:ac:{<guild>}:names``               guild address books
 - ``rp:log:{<name>}:recent:<severity>``   recent logs; ``:common:<severity>`` common logs
@@ -29,7 +30,7 @@ from typing import Any
 from ..conf import app_settings
 from ..connection import get_redis
 from ..keys import make_key, scan_keys, validate_key_part
-from . import counters
+from . import counters, locks
 from .chat import chat_keys
 from .logs import SEVERITIES
 
@@ -93,6 +94,34 @@ def queue_groups(*, client=None) -> list[str]:
         if match:
             found.add(match.group(1))
     return sorted(found)
+
+
+def lock_page(cursor: int = 0, count: int = 50, *, client=None) -> tuple[list[locks.HeldLock], int]:
+    """Return a page of held locks (name, owner token, TTL, fence) and the cursor to go on.
+
+    Like ``locks.held_locks`` but one SCAN page at a time; a lock released between the
+    SCAN and the read is left out.
+    """
+    client = client if client is not None else get_redis()
+    page = scan_page("lock", ("owner",), cursor, count, client=client)
+    pipe = client.pipeline(transaction=False)
+    for name in page.names:
+        owner_key, fence_key, _signal = locks.lock_keys(name)
+        pipe.get(owner_key).pttl(owner_key).get(fence_key)
+    replies = pipe.execute() if page.names else []
+    held = []
+    for index, name in enumerate(page.names):
+        owner, pttl, fence = replies[3 * index : 3 * index + 3]
+        if owner is not None:
+            ttl = pttl / 1000 if pttl >= 0 else None
+            fence = int(fence) if fence is not None else None
+            held.append(locks.HeldLock(name=name, owner=owner.decode(), ttl=ttl, fence=fence))
+    return held, page.cursor
+
+
+def semaphore_page(cursor: int = 0, count: int = 20, *, client=None) -> Page:
+    """Return a page of semaphore names that have a holders zset."""
+    return scan_page("semaphore", ("holders",), cursor, count, client=client)
 
 
 def chat_page(cursor: int = 0, count: int = 25, *, client=None) -> Page:
