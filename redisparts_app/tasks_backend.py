@@ -111,8 +111,9 @@ class RedisTaskBackend(BaseTaskBackend):
         return result
 
     def get_result(self, result_id: str) -> TaskResult:
+        queue = self.task_queue()
         try:
-            raw = self.task_queue().client.get(self.task_queue().result_key(result_id))
+            raw = queue.client.get(queue.result_key(result_id))
         except ValueError:  # not a possible id (InvalidKeyPart)
             raw = None
         if raw is None:

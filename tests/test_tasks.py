@@ -10,7 +10,7 @@ from django.test import override_settings
 
 from redisparts_app.exceptions import InvalidKeyPart, InvalidTask, TaskNotFound
 from redisparts_app.keys import slot_of
-from redisparts_app.services.tasks import Scheduler, TaskQueue, Worker, enqueue
+from redisparts_app.services.tasks import Scheduler, TaskQueue, Worker, enqueue, queue_groups
 from redisparts_app.testing import LocalCluster
 from tests.tasks_helpers import (
     DONE,
@@ -63,6 +63,15 @@ def test_max_tasks_stops_the_worker(redis_client):
         record.enqueue(f"t{n}")
     assert Worker(["default"]).run(max_tasks=3) == 3
     assert TaskQueue().length("default") == 2
+
+
+def test_queue_groups_lists_groups_that_hold_queues(redis_client):
+    assert queue_groups() == []
+    record.enqueue("a")
+    enqueue("tests.record", args=["b"], group="mail", queue="outbox")
+    enqueue("tests.record", args=["c"], group="Zoë's jobs", queue="q")
+    assert queue_groups() == ["Zoë's jobs", "default", "mail"]
+    assert TaskQueue("mail").queue_names() == ["outbox"]
 
 
 def test_keys_of_a_group_share_one_cluster_slot():

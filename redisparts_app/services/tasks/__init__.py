@@ -15,7 +15,9 @@ operations, including the admin's listing, requeue and delete; ``Worker`` and
 ``Scheduler`` (worker.py) the loops and their guarantees.
 """
 
-from .queue import TaskInfo, TaskQueue
+from typing import Any
+
+from .queue import TaskInfo, TaskQueue, queue_groups
 from .registry import Task, get_task, registered_names, task
 from .worker import Scheduler, Worker
 
@@ -25,14 +27,14 @@ __all__ = [
     "TaskInfo",
     "TaskQueue",
     "Worker",
+    "enqueue",
     "get_task",
+    "queue_groups",
     "registered_names",
     "task",
 ]
 
 
-def enqueue(name: str, *args, **kwargs) -> str:
-    """Enqueue ``name`` with ``TaskQueue.enqueue`` options in the default group."""
-    group = kwargs.pop("group", None)
-    client = kwargs.pop("client", None)
-    return TaskQueue(group, client=client).enqueue(name, *args, **kwargs)
+def enqueue(name: str, *, group: str | None = None, client: Any = None, **options: Any) -> str:
+    """Enqueue a run of the task ``name`` in ``group``; ``options`` as ``TaskQueue.enqueue``."""
+    return TaskQueue(group, client=client).enqueue(name, **options)

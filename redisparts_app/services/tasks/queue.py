@@ -31,7 +31,7 @@ from ... import lua
 from ...conf import app_settings
 from ...connection import get_redis
 from ...exceptions import InvalidTask, TaskNotFound
-from ...keys import make_key, validate_key_part
+from ...keys import make_key, scan_keys, validate_key_part
 from .registry import check_count, default_max_retries, validate_task_name
 
 COMPONENT = "queue"
@@ -61,6 +61,18 @@ class TaskInfo:
     error: str | None = None
     traceback: str | None = None
     kind: str = "task"
+
+
+def queue_groups(*, client: Any = None) -> list[str]:
+    """Return the names of the queue groups that hold queues, sorted (SCAN, never KEYS)."""
+    client = client if client is not None else get_redis()
+    prefix = f"{app_settings.KEY_PREFIX}:{COMPONENT}:{{"
+    groups = set()
+    for key in scan_keys(client, f"{app_settings.KEY_PREFIX}:{COMPONENT}:*:queues"):
+        text = key.decode()
+        if text.startswith(prefix) and text.endswith("}:queues"):
+            groups.add(text[len(prefix) : -len("}:queues")])
+    return sorted(groups)
 
 
 def new_task_id() -> str:
