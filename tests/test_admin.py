@@ -388,3 +388,11 @@ def test_json_in_arguments_is_escaped(admin_client):
     html = admin_client.get(url("admin:redisparts_peek", "default", "email")).content.decode()
     assert "<script>alert(1)" not in html
     assert json.dumps("&lt;script&gt;")[1:-1] in html
+
+
+def test_queue_peek_is_paged_with_ranges(admin_client):
+    ids = [enqueue("shop.mail", args=[n], queue="email", on_commit=False) for n in range(120)]
+    page = admin_client.get(url("admin:redisparts_peek", "default", "email") + "?page=3")
+    html = page.content.decode()
+    assert "Page 3 of 3 (120 in all)" in html
+    assert re.findall(r'rp-mono">([0-9a-f]{32})</span>', html) == ids[100:]
