@@ -2,7 +2,8 @@
 
 Environment: REDIS_URL (an external Redis; default: the embedded server in
 REDISPARTS_DATA_DIR, default var/redis), DATABASE_URL (default SQLite in var/),
-DJANGO_SECRET_KEY, DJANGO_DEBUG, DJANGO_ALLOWED_HOSTS.
+DJANGO_SECRET_KEY, DJANGO_DEBUG, DJANGO_ALLOWED_HOSTS, DJANGO_EMAIL_FILE_PATH (where the
+file e-mail backend writes, default var/outbox).
 """
 
 import os
@@ -42,6 +43,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "marketplace.middleware.RequestCounterMiddleware",
     "redisparts_app.middleware.RedisUnavailableMiddleware",
     "redisparts_app.maintenance.MaintenanceMiddleware",
     "redisparts_app.middleware.PresenceMiddleware",
@@ -107,13 +109,13 @@ STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "/market/"
+LOGIN_REDIRECT_URL = "market"
 LOGOUT_REDIRECT_URL = "home"
 
 # Sold e-mails go through Django's e-mail API; the demo writes them as files the Outbox
 # page lists (the tests use the in-memory backend).
 EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
-EMAIL_FILE_PATH = VAR_DIR / "outbox"
+EMAIL_FILE_PATH = Path(os.environ.get("DJANGO_EMAIL_FILE_PATH", VAR_DIR / "outbox"))
 DEFAULT_FROM_EMAIL = "market@redisparts.test"
 
 # Django's Tasks API on the redisparts task queues; `rp_worker default email` runs them.

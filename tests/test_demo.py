@@ -1,10 +1,14 @@
-"""The README's front door: `manage.py demo` serves the site and Ctrl-C leaves nothing behind."""
+"""The README's front door: `manage.py demo` serves the site with a worker and a scheduler on
+the demo data, a purchase's sold e-mail is delivered, and Ctrl-C leaves nothing behind."""
 
+import http.cookiejar
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -29,14 +33,20 @@ def _children(pid: int) -> list[int]:
     return [int(line) for line in out.split()]
 
 
+def _command_line(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
 @pytest.mark.slow
 def test_demo_serves_the_landing_page_and_ctrl_c_stops_every_process(tmp_path):
     port = free_port()
+    outbox = tmp_path / "outbox"
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
     env.update(
         DJANGO_SETTINGS_MODULE="marketplace.settings",
         REDISPARTS_DATA_DIR=str(tmp_path / "redis"),
         DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        DJANGO_EMAIL_FILE_PATH=str(outbox),
     )
     demo = subprocess.Popen(
         [sys.executable, str(ROOT / "manage.py"), "demo", "--port", str(port)],
@@ -46,13 +56,23 @@ def test_demo_serves_the_landing_page_and_ctrl_c_stops_every_process(tmp_path):
         text=True,
     )
     try:
-        page = _wait_for_page(f"http://127.0.0.1:{port}/", demo)
+        base = f"http://127.0.0.1:{port}"
+        page = _wait_for_page(f"{base}/", demo)
         assert "Redis server" in page
         assert str(tmp_path / "redis" / "redis.sock") in page
+        assert "<code>alice-demo</code>" in page
         redis_pid = int((tmp_path / "redis" / "redis.pid").read_text())
-        web_pids = _children(demo.pid)
-        assert web_pids
+        child_pids = _children(demo.pid)
+        commands = " | ".join(_command_line(pid) for pid in child_pids)
+        assert len(child_pids) == 3, commands
+        for part in ("runserver", "rp_worker email", "rp_scheduler"):
+            assert part in commands
         assert _alive(redis_pid)
+        _buy_as_bob(base)
+        assert _wait_for_file(outbox), "the worker did not send the sold e-mail"
+        sold = next(outbox.iterdir()).read_text()
+        assert "Subject: Your Lantern sold for 12.50" in sold
+        assert "To: alice@redisparts.test" in sold
         demo.send_signal(signal.SIGINT)
         output, _ = demo.communicate(timeout=30)
     finally:
@@ -62,7 +82,38 @@ def test_demo_serves_the_landing_page_and_ctrl_c_stops_every_process(tmp_path):
     assert "Traceback" not in output
     assert "Stopped redis-server" in output
     assert not _alive(redis_pid)
-    assert not any(_alive(pid) for pid in web_pids)
+    assert not any(_alive(pid) for pid in child_pids)
+    assert "alice    alice-demo" in output
+
+
+def _buy_as_bob(base: str) -> None:
+    """Log in as the demo's bob and buy alice's lantern, as a browser would."""
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+
+    def post(path: str, fields: dict[str, str]) -> str:
+        token = next(c.value for c in jar if c.name == "csrftoken")
+        data = urllib.parse.urlencode({**fields, "csrfmiddlewaretoken": token}).encode()
+        referer = {"Referer": base + path}
+        request = urllib.request.Request(base + path, data, headers=referer)  # noqa: S310
+        with opener.open(request, timeout=10) as response:
+            return response.read().decode()
+
+    with opener.open(f"{base}/login/", timeout=10):
+        pass
+    market = post("/login/", {"username": "bob", "password": "bob-demo"})
+    assert re.search(r'id="funds">300\.00<', market)
+    market = post("/market/buy/", {"seller": "alice", "item": "Lantern", "price": "1250"})
+    assert "You bought Lantern from alice for 12.50" in market
+
+
+def _wait_for_file(folder: Path, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if folder.is_dir() and any(folder.iterdir()):
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def _wait_for_page(url: str, demo: subprocess.Popen, timeout: float = 60.0) -> str:

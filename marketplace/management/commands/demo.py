@@ -1,4 +1,5 @@
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -8,6 +9,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from marketplace.demo_data import ACCOUNTS
 from redisparts_app.embedded import EmbeddedRedis
 from redisparts_app.exceptions import RedisPartsError
 
@@ -15,7 +17,11 @@ MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
 
 
 class Command(BaseCommand):
-    help = "Run the demo site and its helper processes on the embedded Redis until Ctrl-C."
+    help = (
+        "Run the demo on the embedded Redis until Ctrl-C: migrate, load the demo data "
+        "(load_demo), then the web server, a task worker (rp_worker on the site's queues) "
+        "and the scheduler (rp_scheduler). Ctrl-C or SIGTERM stops them all."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1", help="address to serve on")
@@ -24,14 +30,16 @@ class Command(BaseCommand):
     def handle(self, *args, host, port, **options):
         if not 0 < port < 65536:
             raise CommandError(f"--port must be between 1 and 65535, got {port}", returncode=2)
+        _check_port_free(host, port)
         embedded = self._start_embedded()
         children: list[subprocess.Popen] = []
         # SIGTERM (from a service manager or `kill`) stops the demo like Ctrl-C.
         signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
         try:
             call_command("migrate", interactive=False, verbosity=0)
+            call_command("load_demo", verbosity=0)
             for name, argv in self._processes(host, port):
-                self.stdout.write(f"  starting {name}: {' '.join(argv[1:])}")
+                self.stdout.write(f"  starting {name}: manage.py {' '.join(argv)}")
                 # Own session: Ctrl-C reaches only this runner, which then stops each child once.
                 children.append(
                     subprocess.Popen([sys.executable, MANAGE, *argv], start_new_session=True)
@@ -41,6 +49,11 @@ class Command(BaseCommand):
                     f"\nThe demo runs at http://{host}:{port}/ - press Ctrl-C to stop.\n"
                 )
             )
+            self.stdout.write("Demo logins (user / password):")
+            for account in ACCOUNTS:
+                role = "  (staff: /admin/)" if account.staff else ""
+                self.stdout.write(f"  {account.username:<8} {account.password}{role}")
+            self.stdout.write(f"Sold e-mails are written to {settings.EMAIL_FILE_PATH}/\n")
             self._wait(children)
         except KeyboardInterrupt:
             self.stdout.write("\nStopping...")
@@ -52,7 +65,11 @@ class Command(BaseCommand):
 
     def _processes(self, host: str, port: int) -> list[tuple[str, list[str]]]:
         """Name and manage.py arguments of each process the demo runs."""
-        return [("web", ["runserver", f"{host}:{port}", "--noreload"])]
+        return [
+            ("web", ["runserver", f"{host}:{port}", "--noreload"]),
+            ("worker", ["rp_worker", *settings.MARKETPLACE["WORKER_QUEUES"]]),
+            ("scheduler", ["rp_scheduler"]),
+        ]
 
     def _start_embedded(self) -> EmbeddedRedis | None:
         if settings.REDISPARTS.get("EMBEDDED") is None:
@@ -76,14 +93,29 @@ class Command(BaseCommand):
             time.sleep(0.2)
 
 
+def _check_port_free(host: str, port: int) -> None:
+    """Fail before starting anything when the web server could not listen."""
+    try:
+        with socket.create_server((host, port)):
+            pass
+    except OSError as exc:
+        raise CommandError(
+            f"cannot serve on {host}:{port} ({exc.strerror}); choose another with --port",
+            returncode=2,
+        ) from exc
+
+
 def _raise_keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
 def _stop_all(children: list[subprocess.Popen], timeout: float = 10.0) -> None:
+    # SIGTERM, not SIGINT: a process started in the background of a non-interactive shell
+    # inherits SIGINT ignored, and the web server would then never hear it. The worker and
+    # the scheduler finish their current task on SIGTERM.
     for child in children:
         if child.poll() is None:
-            child.send_signal(signal.SIGINT)
+            child.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + timeout
     for child in children:
         try:

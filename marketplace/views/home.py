@@ -1,10 +1,10 @@
-"""Pages of the demo site (the guild, mail and chat pages live in marketplace.social)."""
+"""The landing page."""
 
 from django.shortcuts import render
 
 from redisparts_app.connection import get_redis
 
-from .demo_data import ACCOUNTS
+from ..demo_data import ACCOUNTS
 
 PARTS = [
     ("Autocomplete", "Recent contacts and guild member completion, any script."),

@@ -1,0 +1,123 @@
+"""Forms of the demo site. Every field is checked here, before any service is called."""
+
+import re
+
+from django import forms
+from django.contrib.auth import get_user_model
+
+from redisparts_app.conf import app_settings
+from redisparts_app.exceptions import InvalidKeyPart, InvalidPrice
+from redisparts_app.keys import validate_key_part
+from redisparts_app.services.market import validate_price
+
+PRICE_PATTERN = re.compile(r"[0-9]{1,15}(?:\.[0-9]{1,2})?")
+
+
+def format_cents(cents: int) -> str:
+    """12345 -> "123.45" (money is stored in cents)."""
+    return f"{cents // 100:,}.{cents % 100:02d}"
+
+
+def parse_price(text: str) -> int:
+    """Turn what a person types ("12", "12.5", "12.50") into cents; ValidationError if not."""
+    text = text.strip()
+    if not text:
+        raise forms.ValidationError("Enter a price.")
+    if text.startswith("-"):
+        raise forms.ValidationError("The price must be more than zero.")
+    if not PRICE_PATTERN.fullmatch(text):
+        raise forms.ValidationError("Enter a price as a number, like 12 or 12.50.")
+    whole, _, fraction = text.partition(".")
+    cents = int(whole) * 100 + int(fraction.ljust(2, "0") or 0)
+    if cents == 0:
+        raise forms.ValidationError("The price must be more than zero.")
+    limit = app_settings.MARKET_MAX_PRICE
+    if cents > limit:
+        raise forms.ValidationError(f"The price can be at most {format_cents(limit)}.")
+    return validate_price(cents)
+
+
+def key_part(value: str, kind: str) -> str:
+    """A name that Redis keys may hold (no ``: { } *``, control characters...)."""
+    try:
+        return validate_key_part(value, kind)
+    except InvalidKeyPart as exc:
+        raise forms.ValidationError(str(exc)) from exc
+
+
+class ListItemForm(forms.Form):
+    """Put an item of your inventory on the market."""
+
+    item = forms.ChoiceField(label="Item")
+    price = forms.CharField(
+        label="Price",
+        max_length=20,
+        strip=True,
+        widget=forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "12.50"}),
+    )
+
+    def __init__(self, *args, inventory: list[str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["item"].choices = [(item, item) for item in inventory]
+        self.fields["item"].error_messages["invalid_choice"] = (
+            "That item is not in your inventory (sold or already listed?)."
+        )
+
+    def clean_price(self) -> int:
+        return parse_price(self.cleaned_data["price"])
+
+
+class BuyForm(forms.Form):
+    """Buy a listing at the price the buyer saw (cents)."""
+
+    seller = forms.CharField(max_length=200, strip=False)
+    item = forms.CharField(max_length=200, strip=False)
+    price = forms.CharField(max_length=20, strip=False)
+
+    def clean_seller(self) -> str:
+        return key_part(self.cleaned_data["seller"], "seller")
+
+    def clean_item(self) -> str:
+        return key_part(self.cleaned_data["item"], "item")
+
+    def clean_price(self) -> int:
+        try:
+            return validate_price(self.cleaned_data["price"])
+        except InvalidPrice as exc:
+            raise forms.ValidationError(str(exc)) from exc
+
+
+class CancelForm(forms.Form):
+    """Withdraw one of your own listings."""
+
+    item = forms.CharField(max_length=200, strip=False)
+
+    def clean_item(self) -> str:
+        return key_part(self.cleaned_data["item"], "item")
+
+
+class FriendForm(forms.Form):
+    """Name another user of the site."""
+
+    username = forms.CharField(label="Username", max_length=150, strip=True)
+
+    def __init__(self, *args, user, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def clean_username(self) -> str:
+        name = key_part(self.cleaned_data["username"], "username")
+        if name == self.user.get_username():
+            raise forms.ValidationError("You cannot be your own friend.")
+        if not get_user_model().objects.filter(username=name).exists():
+            raise forms.ValidationError(f"There is no user called {name!r}.")
+        return name
+
+
+def error_text(form: forms.Form) -> str:
+    """All of a form's errors as one sentence for a 400 page."""
+    parts = []
+    for field, errors in form.errors.items():
+        label = "" if field == "__all__" else f"{field}: "
+        parts.append(label + " ".join(str(e) for e in errors))
+    return "; ".join(parts)

@@ -1,0 +1,246 @@
+"""Market pages: listings cheapest first, buy, list an item, cancel, funds and inventory.
+
+Every change runs inside the account's market semaphore (at most
+MARKETPLACE["MAX_CONCURRENT_OPERATIONS"] at once per account); a full semaphore is a
+message, not an error. Malformed input answers 400 with a message; refusals from the
+market (price changed, not enough funds, sold meanwhile...) are messages on the page.
+"""
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from redisparts_app.exceptions import (
+    InsufficientFunds,
+    ItemNotHeld,
+    ListingNotFound,
+    MarketBusy,
+    MarketError,
+    OwnItem,
+    PriceChanged,
+    UnknownUser,
+    UserExists,
+)
+from redisparts_app.services import market as market_service
+from redisparts_app.services.semaphores import FairSemaphore
+
+from ..forms import BuyForm, CancelForm, ListItemForm, error_text, format_cents
+from ..tasks import send_sold_email
+from .errors import bad_request
+
+logger = logging.getLogger("marketplace")
+
+# Funds of a market account opened from the site (cents).
+STARTING_FUNDS = 10_000
+
+
+def site_setting(name: str):
+    return settings.MARKETPLACE[name]
+
+
+class Busy(Exception):
+    """The account's market semaphore is full."""
+
+
+@contextmanager
+def market_operation(username: str, what: str) -> Iterator[None]:
+    """Hold one of the account's market-operation permits, or raise Busy."""
+    semaphore = FairSemaphore(
+        f"market-{username}",
+        site_setting("MAX_CONCURRENT_OPERATIONS"),
+        timeout=site_setting("OPERATION_TIMEOUT"),
+    )
+    holder = semaphore.acquire(reason=what[:200])
+    if holder is None:
+        raise Busy
+    try:
+        yield
+    finally:
+        semaphore.release(holder)
+
+
+def refusal(exc: MarketError) -> str:
+    """A sentence for a person about why the market said no."""
+    if isinstance(exc, PriceChanged):
+        return (
+            f"The price of {exc.item} changed to {format_cents(exc.actual)} "
+            f"(you saw {format_cents(exc.expected)}). Check the new price and buy again."
+        )
+    if isinstance(exc, InsufficientFunds):
+        return (
+            f"Not enough funds: you have {format_cents(exc.funds)}, "
+            f"it costs {format_cents(exc.price)}."
+        )
+    if isinstance(exc, ListingNotFound):
+        return f"{exc.item} by {exc.seller} is no longer on the market (sold or withdrawn)."
+    if isinstance(exc, OwnItem):
+        return f"{exc.item} is your own listing; cancel it instead of buying it."
+    if isinstance(exc, UnknownUser):
+        return f"{exc.user} has no market account."
+    if isinstance(exc, ItemNotHeld):
+        return f"{exc.item} is not in your inventory (sold or already listed?)."
+    if isinstance(exc, MarketBusy):
+        return "The market is busy right now; try again in a moment."
+    return str(exc)
+
+
+BUSY_MESSAGE = (
+    "You already have {n} market operations under way; wait for one to finish and try again."
+)
+
+
+def _operate(
+    request: HttpRequest, what: str, action: Callable[[], object], done: str
+) -> HttpResponse:
+    """Run ``action`` under the user's market semaphore; report the outcome as a message."""
+    try:
+        with market_operation(request.user.get_username(), what):
+            action()
+    except Busy:
+        limit = site_setting("MAX_CONCURRENT_OPERATIONS")
+        messages.warning(request, BUSY_MESSAGE.format(n=limit))
+    except MarketError as exc:
+        messages.error(request, refusal(exc))
+    else:
+        messages.success(request, done)
+    return redirect("market")
+
+
+def _page_number(request: HttpRequest) -> int | None:
+    raw = request.GET.get("page", "1")
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 6 or int(raw) < 1:
+        return None
+    return int(raw)
+
+
+@login_required
+@require_GET
+def market(request: HttpRequest) -> HttpResponse:
+    page = _page_number(request)
+    if page is None:
+        message = "The page number must be a whole number from 1."
+        return bad_request(request, message, back="/market/")
+    username = request.user.get_username()
+    size = site_setting("PAGE_SIZE")
+    return render(request, "marketplace/market.html", _context(request, username, page, size))
+
+
+def _context(request, username, page, size, form=None):
+    total = market_service.count_listings()
+    pages = max(1, -(-total // size))
+    page = min(page, pages)
+    listings = market_service.get_listings(offset=(page - 1) * size, limit=size)
+    try:
+        funds = market_service.get_funds(username)
+        inventory = market_service.get_inventory(username)
+    except UnknownUser:
+        funds, inventory = None, []
+    if form is None:
+        form = ListItemForm(inventory=inventory)
+    return {
+        "listings": [
+            {
+                "item": row.item,
+                "seller": row.seller,
+                "price": row.price,
+                "shown_price": format_cents(row.price),
+                "own": row.seller == username,
+            }
+            for row in listings
+        ],
+        "funds": None if funds is None else format_cents(funds),
+        "has_account": funds is not None,
+        "inventory": inventory,
+        "form": form,
+        "page": page,
+        "pages": pages,
+        "total": total,
+        "offset": (page - 1) * size,
+    }
+
+
+@login_required
+@require_POST
+def market_buy(request: HttpRequest) -> HttpResponse:
+    form = BuyForm(request.POST)
+    if not form.is_valid():
+        return bad_request(request, f"Cannot buy: {error_text(form)}", back="/market/")
+    buyer = request.user.get_username()
+    seller, item, price = (form.cleaned_data[k] for k in ("seller", "item", "price"))
+
+    def buy() -> None:
+        with transaction.atomic():
+            market_service.purchase(buyer, item, seller, price)
+            # Pushed when the transaction commits, right after the purchase.
+            send_sold_email.enqueue(seller, item, price, buyer)
+        logger.info("%s bought %s from %s for %s", buyer, item, seller, format_cents(price))
+
+    done = (
+        f"You bought {item} from {seller} for {format_cents(price)}. "
+        f"{seller} gets an e-mail about the sale."
+    )
+    return _operate(request, f"buy {item} from {seller}", buy, done)
+
+
+@login_required
+@require_POST
+def market_list(request: HttpRequest) -> HttpResponse:
+    username = request.user.get_username()
+    try:
+        inventory = market_service.get_inventory(username)
+    except UnknownUser:
+        return bad_request(request, "Open a market account first.", back="/market/")
+    form = ListItemForm(request.POST, inventory=inventory)
+    if not form.is_valid():
+        page_size = site_setting("PAGE_SIZE")
+        context = _context(request, username, 1, page_size, form=form)
+        return render(request, "marketplace/market.html", context, status=400)
+    item, price = form.cleaned_data["item"], form.cleaned_data["price"]
+    return _operate(
+        request,
+        f"list {item}",
+        lambda: market_service.list_item(username, item, price),
+        f"{item} is on the market for {format_cents(price)}.",
+    )
+
+
+@login_required
+@require_POST
+def market_cancel(request: HttpRequest) -> HttpResponse:
+    form = CancelForm(request.POST)
+    if not form.is_valid():
+        return bad_request(request, f"Cannot cancel: {error_text(form)}", back="/market/")
+    username, item = request.user.get_username(), form.cleaned_data["item"]
+    return _operate(
+        request,
+        f"cancel {item}",
+        # The listing is addressed by its seller: only your own can be cancelled.
+        lambda: market_service.cancel_listing(username, item),
+        f"{item} is back in your inventory.",
+    )
+
+
+@login_required
+@require_POST
+def market_join(request: HttpRequest) -> HttpResponse:
+    """Open a market account for a site user who has none (e.g. one made in the admin)."""
+    username = request.user.get_username()
+    try:
+        market_service.create_user(username, STARTING_FUNDS)
+    except UserExists:
+        messages.info(request, "You already have a market account.")
+    except ValueError as exc:
+        return bad_request(request, f"Cannot open a market account: {exc}", back="/market/")
+    else:
+        messages.success(
+            request, f"Your market account is open with {format_cents(STARTING_FUNDS)}."
+        )
+    return redirect("market")
