@@ -3,7 +3,8 @@
 Environment: REDIS_URL (an external Redis; default: the embedded server in
 REDISPARTS_DATA_DIR, default var/redis), DATABASE_URL (default SQLite in var/),
 DJANGO_SECRET_KEY, DJANGO_DEBUG, DJANGO_ALLOWED_HOSTS, DJANGO_EMAIL_FILE_PATH (where the
-file e-mail backend writes, default var/outbox).
+file e-mail backend writes, default var/outbox), and with DJANGO_DEBUG=0:
+DJANGO_SSL_REDIRECT (default 1), DJANGO_HSTS_SECONDS (default 3600).
 """
 
 import os
@@ -22,6 +23,16 @@ SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or (
     "demo-only-insecure-key-set-DJANGO_SECRET_KEY-in-production" if DEBUG else ""
 )
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
+
+# Production (DJANGO_DEBUG=0) is served over HTTPS only; DJANGO_HSTS_SECONDS=0 turns HSTS off.
+if not DEBUG:
+    SECURE_SSL_REDIRECT = os.environ.get("DJANGO_SSL_REDIRECT", "1") == "1"
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "3600"))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
