@@ -16,7 +16,7 @@ from django.db import transaction
 
 from redisparts_app.exceptions import ChatExists, UserExists
 from redisparts_app.services import market
-from redisparts_app.services.autocomplete import AddressBook
+from redisparts_app.services.autocomplete import AddressBook, RecentContacts
 from redisparts_app.services.chat import create_chat, send_message
 from redisparts_app.services.mail import Mailbox
 from redisparts_app.services.presence import add_friend, friends
@@ -177,4 +177,6 @@ def _load_conversations(report: LoadReport) -> None:
         send_message(CHAT_ID, sender, text)
     for sender, recipient, subject, body in MAILS:
         Mailbox(recipient).send(sender, subject, body)
+        # Whom you wrote to comes first in your recipient fields.
+        RecentContacts(sender).add(recipient)
         report.mails += 1

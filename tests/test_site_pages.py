@@ -9,6 +9,7 @@ from django.test import override_settings
 from marketplace.demo_data import ACCOUNTS, CHAT_HISTORY, CHAT_ID, load
 from redisparts_app.keys import scan_keys
 from redisparts_app.services import presence
+from redisparts_app.services.autocomplete import RecentContacts
 from redisparts_app.services.chat import chat_members, read_messages
 from redisparts_app.services.logs import log_recent
 from redisparts_app.services.mail import Mailbox
@@ -49,6 +50,7 @@ def test_load_demo_seeds_what_the_pages_show(client, db):
     assert [m.text for m in read_messages(CHAT_ID, "alice")] == [t for _, t in CHAT_HISTORY]
     assert Mailbox("alice").unread_count() == 2
     assert presence.friends("alice") == {"bob", "carol"}
+    assert RecentContacts("bob").names() == ["alice"]
 
 
 def test_load_demo_leaves_what_people_changed_alone(db):
