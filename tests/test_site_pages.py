@@ -130,7 +130,7 @@ def test_stats_page_charts_requests_and_response_times(client, demo):
     log_recent("marketplace", "someone tried <script>alert(1)</script>", "info")
     body = client.get("/stats/").content.decode()
     assert body.count('<svg class="chart"') == 3
-    assert "<title>market</title>" in body or ">market<" in body
+    assert "<title>market</title>" in body  # the market view among the slowest views
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
     assert "<script>alert(1)</script>" not in body
     assert client.get("/stats/?range=day&log=django&severity=warning").status_code == 200
