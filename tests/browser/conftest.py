@@ -1,0 +1,146 @@
+"""Browser tests: Playwright drives Debian's Chromium against the site served for real.
+
+The site runs in pytest-django's ``live_server`` (a thread of the test process, with the
+test settings, the suite's Redis and its in-memory database shared with the server
+thread). Queued tasks run in a real ``manage.py rp_worker`` subprocess on the same Redis,
+sending e-mail through Django's file backend into a temp folder the test reads.
+
+One Chromium for all browser tests, a fresh context (cookies) per user. Waits go through
+Playwright's auto-waiting ``expect`` with a 15 s limit, generous for a loaded machine;
+no fixed sleeps. Every flow saves a screenshot into ``test-artifacts/``, and a failing
+test saves one of each page it had open.
+
+``/usr/bin/chromium`` missing: the tests skip, except under ``CI=true`` where they fail.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.test import override_settings
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+
+from .helpers import ROOT, TIMEOUT_MS, save_screenshot
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.when == "call":
+        item.browser_failed = report.failed
+    return report
+
+
+@pytest.fixture(scope="package")
+def browser() -> Iterator[Browser]:
+    """Headless Debian Chromium driven by Playwright, shared by the browser tests.
+
+    Playwright's sync API keeps an asyncio loop in the main thread while it runs, which
+    Django's async-safety check mistakes for async code calling the ORM; the check is
+    off only while the browser is up (the package's tests, not the rest of the suite).
+    """
+    if not CHROMIUM.exists():
+        reason = f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does it as root)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; CI runs the browser tests, it does not skip them")
+        pytest.skip(reason)
+    expect.set_options(timeout=TIMEOUT_MS)
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def mail_dir(tmp_path: Path) -> Iterator[Path]:
+    """E-mail goes to files here, from the server thread and the worker alike."""
+    directory = tmp_path / "mail"
+    directory.mkdir()
+    with override_settings(
+        EMAIL_BACKEND="django.core.mail.backends.filebased.EmailBackend",
+        EMAIL_FILE_PATH=str(directory),
+    ):
+        yield directory
+
+
+@pytest.fixture
+def site(live_server, redis_client, mail_dir: Path) -> str:
+    """The site's URL with the demo data loaded (users in the database, the rest in Redis)."""
+    call_command("load_demo", verbosity=0)
+    return live_server.url
+
+
+@pytest.fixture
+def new_page(browser: Browser, site: str, request) -> Iterator[Callable[[], Page]]:
+    """Open pages, each in a context of its own (a separate user); closed at teardown."""
+    contexts: list[BrowserContext] = []
+    pages: list[Page] = []
+
+    def open_page() -> Page:
+        context = browser.new_context(base_url=site, viewport={"width": 1280, "height": 900})
+        context.set_default_timeout(TIMEOUT_MS)
+        contexts.append(context)
+        page = context.new_page()
+        pages.append(page)
+        return page
+
+    yield open_page
+    if getattr(request.node, "browser_failed", False):
+        for number, page in enumerate(pages):
+            save_screenshot(page, f"FAILED-{request.node.name}-{number}")
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def start_worker(redis_url: str, mail_dir: Path, tmp_path: Path) -> Iterator[Callable[..., None]]:
+    """Start ``manage.py rp_worker`` subprocesses on the suite's Redis; stopped at teardown."""
+    workers: list[subprocess.Popen] = []
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.browser.worker_settings",
+        "BROWSER_TEST_REDIS_URL": redis_url,
+        "BROWSER_TEST_MAIL_DIR": str(mail_dir),
+        "PYTHONUNBUFFERED": "1",
+    }
+
+    def start(*queues: str) -> None:
+        log = (tmp_path / f"worker-{len(workers)}.log").open("wb")
+        workers.append(
+            subprocess.Popen(
+                [sys.executable, str(ROOT / "manage.py"), "rp_worker", *queues],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+
+    yield start
+    for worker in workers:
+        worker.send_signal(signal.SIGTERM)
+    for worker in workers:
+        try:
+            worker.wait(20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
