@@ -2,8 +2,8 @@
 
 The site runs in pytest-django's ``live_server`` (a thread of the test process, with the
 test settings, the suite's Redis and its in-memory database shared with the server
-thread). Queued tasks run in a real ``manage.py rp_worker`` subprocess on the same Redis,
-sending e-mail through Django's file backend into a temp folder the test reads.
+thread). Queued tasks run in ``rp_worker`` in a forked process on the same Redis, sending
+e-mail through Django's file backend into a temp folder the test reads.
 
 One Chromium for all browser tests, a fresh context (cookies) per user. Waits go through
 Playwright's auto-waiting ``expect`` with a 15 s limit, generous for a loaded machine;
@@ -15,8 +15,6 @@ test saves one of each page it had open.
 
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,7 +23,9 @@ from django.core.management import call_command
 from django.test import override_settings
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
-from .helpers import ROOT, TIMEOUT_MS, save_screenshot
+from tests.processes import CONTEXT
+
+from .helpers import TIMEOUT_MS, save_screenshot
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -111,36 +111,31 @@ def new_page(browser: Browser, site: str, request) -> Iterator[Callable[[], Page
         context.close()
 
 
+def _run_worker(queues: tuple[str, ...]) -> None:
+    call_command("rp_worker", *queues, verbosity=0)
+
+
 @pytest.fixture
-def start_worker(redis_url: str, mail_dir: Path, tmp_path: Path) -> Iterator[Callable[..., None]]:
-    """Start ``manage.py rp_worker`` subprocesses on the suite's Redis; stopped at teardown."""
-    workers: list[subprocess.Popen] = []
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.browser.worker_settings",
-        "BROWSER_TEST_REDIS_URL": redis_url,
-        "BROWSER_TEST_MAIL_DIR": str(mail_dir),
-        "PYTHONUNBUFFERED": "1",
-    }
+def start_worker(site: str) -> Iterator[Callable[..., None]]:
+    """Start ``rp_worker`` on the given queues in forked processes; stopped at teardown.
+
+    Forked after the demo data is loaded, a worker inherits the test settings (the
+    suite's Redis, the file e-mail backend) and a copy of the in-memory database, so
+    tasks that look users up find them.
+    """
+    workers = []
 
     def start(*queues: str) -> None:
-        log = (tmp_path / f"worker-{len(workers)}.log").open("wb")
-        workers.append(
-            subprocess.Popen(
-                [sys.executable, str(ROOT / "manage.py"), "rp_worker", *queues],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        )
+        process = CONTEXT.Process(target=_run_worker, args=(queues,), daemon=True)
+        process.start()
+        workers.append(process)
 
     yield start
-    for worker in workers:
-        worker.send_signal(signal.SIGTERM)
-    for worker in workers:
-        try:
-            worker.wait(20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+    for process in workers:
+        if process.is_alive():
+            os.kill(process.pid, signal.SIGTERM)
+    for process in workers:
+        process.join(20)
+        if process.is_alive():
+            process.kill()
+            process.join()

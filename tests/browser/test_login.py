@@ -16,7 +16,7 @@ def test_log_in_and_out(new_page):
 
     page.get_by_role("button", name="Log out").click()
     expect(page.get_by_title("signed in")).to_have_count(0)
-    expect(page.get_by_role("link", name="Log in")).to_be_visible()
+    expect(page.get_by_role("banner").get_by_role("link", name="Log in")).to_be_visible()
 
 
 def test_wrong_password_is_refused_with_a_message(new_page):
