@@ -18,6 +18,9 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
+from marketplace.demo_data import CHAT_ID
+from redisparts_app.services.mail import Mailbox
+
 # Keys any request may write: logs, counters, response-time stats, sessions, presence
 # (not friend lists).
 BOOKKEEPING = re.compile(
@@ -41,6 +44,8 @@ BAD_TEXT = {
     "star": "a*",
 }
 BAD_NAME = {**BAD_TEXT, "unknown": "nobody-by-this-name"}
+# Message text may hold key syntax ({ } : *); it is bad when empty, huge or with controls.
+BAD_MESSAGE = {k: BAD_TEXT[k] for k in ("empty", "blank", "huge", "control")}
 BAD_PRICE = {
     "empty": "",
     "negative": "-5",
@@ -65,31 +70,17 @@ def data_snapshot(client, ignore: re.Pattern | None = None) -> dict[bytes, bytes
     return snapshot
 
 
-ERROR = re.compile(r'class="[^"]*\b(errorlist|message error)\b')
-
-
-def assert_refused(response, client: Client, service: bool) -> None:
-    """Bad input got a 400 with a message or the form again with its error, never a 500.
-
-    ``service``: the input is well formed and the service refuses it (an unknown item,
-    a price that changed); then a redirect to a page showing the error also counts.
-    """
-    status = response.status_code
-    if service and status == 302:
-        page = client.get(response["Location"])
-        assert page.status_code == 200
-        assert ERROR.search(page.content.decode()), "the page after the refusal shows no error"
-        return
-    assert status == 400, f"expected 400, got {status}"
-    assert ERROR.search(response.content.decode()), "the 400 answer carries no error message"
+ERROR = re.compile(r'class="[^"]*\b(errorlist|message error|error-message|field-errors)\b')
 
 
 @dataclass(frozen=True)
 class Case:
     """A request by ``user`` (None: anonymous) and the refusal it must get.
 
-    ``service``: well formed, refused by the service (see ``assert_refused``).
-    ``status``: 400, or 200 for Django's own login form, which shows its errors with 200.
+    ``service``: well formed, refused by the service, which may answer with a redirect to
+    a page showing the error.
+    ``status``: 400; 403/404 for chats and mail of others; 200 for Django's own login form,
+    which shows its errors with 200.
     """
 
     id: str
@@ -104,6 +95,21 @@ class Case:
         if self.method == "GET":
             return client.get(self.path, self.data)
         return client.post(self.path, self.data)
+
+
+def assert_refused(case: Case, response, client: Client) -> None:
+    """The answer is ``case.status`` with a message or a form error; never a 500.
+
+    A service refusal may instead redirect to a page that shows the error.
+    """
+    status = response.status_code
+    if case.service and status == 302:
+        page = client.get(response["Location"])
+        assert page.status_code == 200
+        assert ERROR.search(page.content.decode()), "the page after the refusal shows no error"
+        return
+    assert status == case.status, f"expected {case.status}, got {status}"
+    assert ERROR.search(response.content.decode()), f"the {status} answer carries no message"
 
 
 def variants(
@@ -194,6 +200,103 @@ CASES: list[Case] = [
 ]
 
 
+MAIL = {"to": "bob", "subject": "Hello", "body": "See you at the hall."}
+CHAT = f"/chat/{CHAT_ID}"
+NEW_CHAT = {"members": "bob", "message": "Hi"}
+BAD_ID = {
+    "unknown": "nope",
+    "colon": "a:b",
+    "brace": "a{b}",
+    "star": "*",
+    "control": "a%00b",
+    "huge": "9" * 300,
+}
+
+CASES += [
+    # Guilds and contacts.
+    *variants("guild-join", "alice", "/guild/join/", {"guild": "Archers"}, "guild", BAD_TEXT),
+    *variants("guild-leave", "alice", "/guild/leave/", {"guild": "x"}, "guild", BAD_TEXT),
+    Case("guild-leave-not-member", "dave", "POST", "/guild/leave/", {"guild": "Archers"}),
+    *[
+        Case(f"guild-members-guild={k}", "alice", "GET", "/guild/members/", {"guild": v})
+        for k, v in BAD_TEXT.items()
+    ],
+    *[
+        Case(f"guild-members-q={k}", "alice", "GET", "/guild/members/", {"guild": g, "q": v})
+        for k, v in BAD_TEXT.items()
+        if k not in ("empty", "blank")
+        for g in ["Knights of Vell"]
+    ],
+    Case(
+        "guild-members-foreign", "dave", "GET", "/guild/members/", {"guild": "Nobody's"}, status=403
+    ),
+    *query_variants("suggest", "alice", "/contacts/suggest/", "field", BAD_CHOICE),
+    *[
+        Case(f"suggest-to={k}", "alice", "GET", "/contacts/suggest/", {"field": "to", "to": v})
+        for k, v in BAD_TEXT.items()
+        if k not in ("empty", "blank")
+    ],
+    # Guild mail.
+    *query_variants("inbox", "alice", "/mail/", "page", BAD_PAGE),
+    *variants("compose", "alice", "/mail/compose/", MAIL, "to", BAD_NAME),
+    *variants("compose", "alice", "/mail/compose/", MAIL, "subject", BAD_MESSAGE),
+    *variants("compose", "alice", "/mail/compose/", MAIL, "body", BAD_MESSAGE),
+    Case("compose-to-self", "alice", "POST", "/mail/compose/", {**MAIL, "to": "alice"}),
+    Case("compose-to-stranger", "alice", "POST", "/mail/compose/", {**MAIL, "to": "dave"}),
+    Case("mail-read-unknown", "alice", "GET", "/mail/999999/", status=404),
+    Case("mail-read-zero", "alice", "GET", "/mail/0/", status=404),
+    Case("mail-read-huge", "alice", "GET", f"/mail/{'9' * 40}/", status=404),
+    Case("mail-delete-unknown", "alice", "POST", "/mail/999999/delete/", status=404),
+    Case("mail-delete-huge", "alice", "POST", f"/mail/{'9' * 40}/delete/", status=404),
+    # Group chat.
+    *variants("chat-create", "alice", "/chat/new/", NEW_CHAT, "members", BAD_NAME),
+    *variants("chat-create", "alice", "/chat/new/", NEW_CHAT, "message", BAD_MESSAGE),
+    Case("chat-create-only-self", "alice", "POST", "/chat/new/", {**NEW_CHAT, "members": "alice"}),
+    *variants("chat-send", "alice", f"{CHAT}/send/", {"text": "hi"}, "text", BAD_MESSAGE),
+    *variants("chat-add", "alice", f"{CHAT}/add/", {"member": "dave"}, "member", BAD_NAME),
+    Case("chat-add-member-again", "alice", "POST", f"{CHAT}/add/", {"member": "bob"}),
+    *query_variants("chat-poll", "alice", f"{CHAT}/poll/", "after", BAD_PAGE | {"zero": "-0"}),
+    *[
+        case
+        for label, chat_id in BAD_ID.items()
+        for case in (
+            Case(f"chat-room-id={label}", "alice", "GET", f"/chat/{chat_id}/", status=404),
+            Case(
+                f"chat-send-id={label}",
+                "alice",
+                "POST",
+                f"/chat/{chat_id}/send/",
+                {"text": "hi"},
+                status=404,
+            ),
+            Case(
+                f"chat-poll-id={label}",
+                "alice",
+                "GET",
+                f"/chat/{chat_id}/poll/",
+                {"after": "0"},
+                status=404,
+            ),
+            Case(
+                f"chat-add-id={label}",
+                "alice",
+                "POST",
+                f"/chat/{chat_id}/add/",
+                {"member": "dave"},
+                status=404,
+            ),
+            Case(f"chat-leave-id={label}", "alice", "POST", f"/chat/{chat_id}/leave/", status=404),
+        )
+    ],
+    # dave is not a member of the demo chat.
+    Case("chat-room-non-member", "dave", "GET", f"{CHAT}/", status=403),
+    Case("chat-send-non-member", "dave", "POST", f"{CHAT}/send/", {"text": "hi"}, status=403),
+    Case("chat-poll-non-member", "dave", "GET", f"{CHAT}/poll/", {"after": "0"}, status=403),
+    Case("chat-add-non-member", "dave", "POST", f"{CHAT}/add/", {"member": "dave"}, status=403),
+    Case("chat-leave-non-member", "dave", "POST", f"{CHAT}/leave/", status=403),
+]
+
+
 @pytest.fixture
 def demo(transactional_db, redis_client) -> None:
     """The demo data; real commits, so writes deferred to on_commit (queued tasks) happen."""
@@ -214,11 +317,7 @@ def test_bad_input_is_refused_and_writes_nothing(case: Case, demo, redis_client)
     ignore = GUARDS if case.service else None
     before = data_snapshot(redis_client, ignore)
     response = case.send(client)
-    if case.status == 200:
-        assert response.status_code == 200
-        assert ERROR.search(response.content.decode()), "the form shows no error"
-    else:
-        assert_refused(response, client, case.service)
+    assert_refused(case, response, client)
     assert data_snapshot(redis_client, ignore) == before
 
 
@@ -275,3 +374,23 @@ def test_script_in_an_item_name_is_escaped(demo):
     client = client_for("alice")
     response = client.post("/market/buy/", {**BUY, "item": MARKER}, follow=True)
     assert_escaped(response.content.decode())
+
+
+def test_script_in_mail_is_escaped(demo):
+    sent = client_for("alice").post("/mail/compose/", {**MAIL, "subject": MARKER, "body": MARKER})
+    assert sent.status_code == 302
+    bob = client_for("bob")
+    assert_escaped(bob.get("/mail/").content.decode())
+    [newest] = Mailbox("bob").fetch(0, 1).messages
+    assert newest.subject == MARKER  # stored as typed, escaped only when shown
+    assert_escaped(bob.get(f"/mail/{newest.id}/").content.decode())
+
+
+def test_script_in_a_chat_message_is_escaped(demo):
+    bob = client_for("bob")
+    page = bob.get(f"{CHAT}/")
+    after = re.search(r'id="chat-after" name="after" value="(\d+)"', page.content.decode())
+    sent = client_for("alice").post(f"{CHAT}/send/", {"text": MARKER})
+    assert sent.status_code == 302
+    assert_escaped(bob.get(f"{CHAT}/poll/", {"after": after.group(1)}).content.decode())
+    assert_escaped(client_for("carol").get(f"{CHAT}/").content.decode())
