@@ -12,9 +12,7 @@ from .helpers import log_in, save_screenshot, sent_messages
 pytestmark = pytest.mark.browser
 
 
-def test_buy_moves_funds_and_item_and_the_worker_mails_the_seller(
-    new_page, start_worker, mail_dir
-):
+def test_buy_moves_funds_and_item_and_the_worker_mails_the_seller(new_page, start_worker, mail_dir):
     start_worker("email", "default")
     alice = new_page()
     log_in(alice, "alice", "alice-demo")
