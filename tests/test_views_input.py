@@ -17,9 +17,12 @@ from dataclasses import dataclass, field
 import pytest
 from django.core.management import call_command
 from django.test import Client
+from django.urls import reverse
 
 from marketplace.demo_data import CHAT_ID
 from redisparts_app.services.mail import Mailbox
+from redisparts_app.services.tasks import TaskQueue, Worker
+from tests.tasks_helpers import fails_until_flag
 
 # Keys any request may write: logs, counters, response-time stats, sessions, presence
 # (not friend lists).
@@ -29,7 +32,7 @@ BOOKKEEPING = re.compile(
 )
 # A request that reaches the market holds one of the account's semaphore permits while
 # the service decides; the permit's counter and wake-up list change even when the
-# market refuses. Left out of the comparison only for such refusals.
+# market refuses. Left out of the comparison only for refusals answered by a redirect.
 GUARDS = re.compile(rb"^[^:]+:semaphore:")
 
 HUGE = "x" * 10_000
@@ -70,15 +73,15 @@ def data_snapshot(client, ignore: re.Pattern | None = None) -> dict[bytes, bytes
     return snapshot
 
 
-ERROR = re.compile(r'class="[^"]*\b(errorlist|message error|error-message|field-errors)\b')
+ERROR = re.compile(r'class="[^"]*\b(errorlist|error|field-errors)\b')
 
 
 @dataclass(frozen=True)
 class Case:
     """A request by ``user`` (None: anonymous) and the refusal it must get.
 
-    ``service``: well formed, refused by the service, which may answer with a redirect to
-    a page showing the error.
+    ``redirects``: the refusal may be a redirect to a page that shows the error (the
+    market refusing a well-formed request, the admin's actions).
     ``status``: 400; 403/404 for chats and mail of others; 200 for Django's own login form,
     which shows its errors with 200.
     """
@@ -88,28 +91,37 @@ class Case:
     method: str
     path: str
     data: dict = field(default_factory=dict)
-    service: bool = False
+    redirects: bool = False
     status: int = 400
+    args: tuple[str, ...] = ()
+
+    @property
+    def url(self) -> str:
+        """``path``, or for the admin the name of a Redis parts admin page."""
+        if self.path.startswith("/"):
+            return self.path
+        return reverse(f"admin:redisparts_{self.path}", args=self.args)
 
     def send(self, client: Client):
         if self.method == "GET":
-            return client.get(self.path, self.data)
-        return client.post(self.path, self.data)
+            return client.get(self.url, self.data)
+        return client.post(self.url, self.data)
 
 
 def assert_refused(case: Case, response, client: Client) -> None:
-    """The answer is ``case.status`` with a message or a form error; never a 500.
-
-    A service refusal may instead redirect to a page that shows the error.
-    """
+    """The answer is ``case.status`` with a message (a form error for 400 and 200)."""
     status = response.status_code
-    if case.service and status == 302:
+    if case.redirects and status == 302:
         page = client.get(response["Location"])
         assert page.status_code == 200
         assert ERROR.search(page.content.decode()), "the page after the refusal shows no error"
         return
     assert status == case.status, f"expected {case.status}, got {status}"
-    assert ERROR.search(response.content.decode()), f"the {status} answer carries no message"
+    body = response.content.decode()
+    if status in (200, 400):
+        assert ERROR.search(body), f"the {status} answer carries no error message"
+    else:
+        assert re.sub(r"<[^>]*>", "", body).strip(), f"the {status} answer is empty"
 
 
 def variants(
@@ -297,6 +309,83 @@ CASES += [
 ]
 
 
+CONFIG = {"kind": "logs", "name": "site", "value": "{}"}
+MAINTENANCE = {"retry_after": "60", "message": "Back soon"}
+BAD_JSON = {"empty": "", "not-json": "{oops", "list": "[1, 2]", "number": "7", "huge": HUGE}
+BAD_SECONDS = {k: v for k, v in BAD_PRICE.items() if k != "zero"} | {"zero": "0"}
+
+ADMIN_CASES = [
+    *variants("config", "admin", "config", CONFIG, "kind", BAD_TEXT),
+    *variants("config", "admin", "config", CONFIG, "name", BAD_TEXT),
+    *variants("config", "admin", "config", CONFIG, "value", BAD_JSON),
+    *variants(
+        "maintenance",
+        "admin",
+        "maintenance",
+        MAINTENANCE,
+        "retry_after",
+        BAD_SECONDS,
+        redirects=True,
+    ),
+    Case(
+        "maintenance-huge-message",
+        "admin",
+        "POST",
+        "maintenance",
+        {**MAINTENANCE, "message": HUGE},
+        redirects=True,
+    ),
+    *[
+        Case(
+            f"task-{action}-id={label}",
+            "admin",
+            "POST",
+            f"task_{action}",
+            {},
+            redirects=True,
+            args=("default", task_id),
+        )
+        for action in ("retry", "delete")
+        for label, task_id in BAD_ID.items()
+        if label != "control"
+    ],
+    *[
+        Case(f"task-id={label}", "admin", "GET", "task", status=404, args=("default", task_id))
+        for label, task_id in BAD_ID.items()
+        if label != "control"
+    ],
+    Case("tasks-kind=unknown", "admin", "GET", "tasks", {"kind": "lost"}, status=404),
+    *[
+        Case(f"tasks-group={label}", "admin", "GET", "tasks", {"group": value}, status=404)
+        for label, value in BAD_TEXT.items()
+        if label not in ("empty", "blank")
+    ],
+    *[
+        Case(
+            f"autocomplete-guild={label}",
+            "admin",
+            "GET",
+            "autocomplete",
+            {"guild": value, "prefix": "a"},
+            status=200,
+        )
+        for label, value in BAD_TEXT.items()
+    ],
+    *[
+        Case(
+            f"autocomplete-prefix={label}",
+            "admin",
+            "GET",
+            "autocomplete",
+            {"guild": "Knights", "prefix": value},
+            status=200,
+        )
+        for label, value in BAD_TEXT.items()
+        if label in ("huge", "control")  # names may hold { } : *, so a prefix may too
+    ],
+]
+
+
 @pytest.fixture
 def demo(transactional_db, redis_client) -> None:
     """The demo data; real commits, so writes deferred to on_commit (queued tasks) happen."""
@@ -311,10 +400,10 @@ def client_for(user: str | None) -> Client:
     return client
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda case: case.id)
+@pytest.mark.parametrize("case", CASES + ADMIN_CASES, ids=lambda case: case.id)
 def test_bad_input_is_refused_and_writes_nothing(case: Case, demo, redis_client):
     client = client_for(case.user)
-    ignore = GUARDS if case.service else None
+    ignore = GUARDS if case.redirects else None
     before = data_snapshot(redis_client, ignore)
     response = case.send(client)
     assert_refused(case, response, client)
@@ -394,3 +483,57 @@ def test_script_in_a_chat_message_is_escaped(demo):
     assert sent.status_code == 302
     assert_escaped(bob.get(f"{CHAT}/poll/", {"after": after.group(1)}).content.decode())
     assert_escaped(client_for("carol").get(f"{CHAT}/").content.decode())
+
+
+ADMIN_PAGES = [
+    "app_redisparts_changelist",
+    *(
+        name
+        for name in (
+            "queues",
+            "tasks",
+            "locks",
+            "semaphores",
+            "chats",
+            "counters",
+            "stats",
+            "logs",
+            "config",
+            "persistence",
+            "autocomplete",
+        )
+    ),
+]
+
+
+@pytest.mark.parametrize("page", ADMIN_PAGES)
+def test_only_staff_reach_the_redis_parts_admin(page, demo, django_user_model):
+    url = reverse(f"admin:redisparts_{page}")
+    for user in (None, "alice"):
+        response = client_for(user).get(url)
+        assert response.status_code == 302, user
+        assert response["Location"].startswith("/admin/login/?next=")
+    assert client_for("admin").get(url).status_code == 200
+    # Staff without the app's permissions are turned away too.
+    django_user_model.objects.create_user("clerk", password="clerk-demo", is_staff=True)
+    assert client_for("clerk").get(url).status_code == 403
+
+
+def test_only_staff_with_change_permission_retry_a_failed_task(demo, redis_client):
+    queue = TaskQueue()
+    task_id = fails_until_flag.enqueue("staff-only")
+    Worker(["default"], block=0.1).run(burst=True)
+    assert queue.counts()["failed"] == 1
+    retry = reverse("admin:redisparts_task_retry", args=(queue.group, task_id))
+
+    before = data_snapshot(redis_client)
+    response = client_for("alice").post(retry)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/admin/login/")
+    assert data_snapshot(redis_client) == before
+
+    response = client_for("admin").post(retry)
+    assert response.status_code == 302
+    counts = queue.counts()
+    assert counts["failed"] == 0
+    assert counts["queues"]["default"] == 1
