@@ -421,7 +421,21 @@ def test_the_snapshot_sees_a_purchase(demo, redis_client):
     assert any(b":queue:" in key for key in changed)  # the sold e-mail was queued
 
 
-LOGIN_PAGES = ["/market/", "/outbox/", "/friends/", "/stats/"]
+LOGIN_PAGES = [
+    "/market/",
+    "/outbox/",
+    "/friends/",
+    "/stats/",
+    "/guild/",
+    "/guild/members/",
+    "/contacts/suggest/",
+    "/mail/",
+    "/mail/compose/",
+    "/mail/1/",
+    "/chat/",
+    f"{CHAT}/",
+    f"{CHAT}/poll/",
+]
 LOGIN_ACTIONS = [
     ("/market/buy/", BUY),
     ("/market/sell/", SELL),
@@ -429,6 +443,14 @@ LOGIN_ACTIONS = [
     ("/market/open/", {}),
     ("/friends/add/", {"username": "dave"}),
     ("/friends/remove/", {"username": "bob"}),
+    ("/guild/join/", {"guild": "Archers"}),
+    ("/guild/leave/", {"guild": "Knights of Vell"}),
+    ("/mail/compose/", MAIL),
+    ("/mail/1/delete/", {}),
+    ("/chat/new/", NEW_CHAT),
+    (f"{CHAT}/send/", {"text": "hi"}),
+    (f"{CHAT}/add/", {"member": "dave"}),
+    (f"{CHAT}/leave/", {}),
 ]
 
 
