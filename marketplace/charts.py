@@ -34,7 +34,7 @@ def column_chart(
     plot_w, plot_h = width - left - right, height - top - bottom
     top_value = _nice_max(max((count for _, count in points), default=0))
     parts = [
-        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
+        f'<svg class="chart columns" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="requests over time" xmlns="http://www.w3.org/2000/svg">'
     ]
     for fraction in (0, 0.5, 1):
@@ -77,7 +77,7 @@ def bar_chart(
     top_value = max((value for _, value in rows), default=0) or 1.0
     plot_w = width - label_w - right
     parts = [
-        f'<svg class="chart" viewBox="0 0 {width} {height}" role="img" '
+        f'<svg class="chart bars" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="bar chart" xmlns="http://www.w3.org/2000/svg">'
     ]
     for index, (label, value) in enumerate(rows):

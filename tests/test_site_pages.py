@@ -129,7 +129,7 @@ def test_stats_page_charts_requests_and_response_times(client, demo):
         client.get("/market/")
     log_recent("marketplace", "someone tried <script>alert(1)</script>", "info")
     body = client.get("/stats/").content.decode()
-    assert body.count('<svg class="chart"') == 3
+    assert body.count('<svg class="chart') == 3
     assert "<title>market</title>" in body  # the market view among the slowest views
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
     assert "<script>alert(1)</script>" not in body
