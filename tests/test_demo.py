@@ -76,7 +76,14 @@ def test_demo_serves_the_landing_page_and_ctrl_c_stops_every_process(tmp_path):
         output, _ = demo.communicate(timeout=30)
     finally:
         if demo.poll() is None:
-            demo.kill()
+            # After a failed assertion: stop the demo as a person would, so that its
+            # processes and its redis-server do not outlive the test.
+            demo.send_signal(signal.SIGTERM)
+            try:
+                demo.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                demo.kill()
+                demo.communicate()
     assert demo.returncode == 0, output
     assert "Traceback" not in output
     assert "Stopped redis-server" in output
