@@ -10,6 +10,7 @@ help:
 	@echo "make demo   run the demo site with the embedded Redis at http://127.0.0.1:8000"
 	@echo "make test   run the whole test suite against Redis servers it starts itself"
 	@echo "make lint   ruff check and format check"
+	@echo "make bench  run every benchmark (ONLY=locks,semaphores QUICK=1 to narrow it)"
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "redisparts needs Python 3.11 or newer; set PYTHON=/path/to/python3.11")'
@@ -32,6 +33,16 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/python -m ruff format .
 	$(BIN)/python -m ruff check --fix .
+
+# The bench extra (peers and profiler) is installed on top of dev, never at run time.
+BENCH_STAMP := $(VENV)/.installed-bench
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	$(BIN)/python -m bench.run $(if $(ONLY),--only $(ONLY)) $(if $(QUICK),--quick) $(BENCH_ARGS)
 
 clean-demo:
 	-$(BIN)/python manage.py rp_embedded stop

@@ -1,138 +1,226 @@
-"""Lock contention: redisparts Lock (Lua, BLPOP wake-up) against the book's 1 ms polling lock.
+"""Locks: redisparts Lock against redis-py's Lock, python-redis-lock and pottery's Redlock.
 
-``--processes`` processes on a throwaway local redis-server take one lock over and over
-for ``--seconds``, holding it ``--hold`` ms each time (a sleep standing for the work).
-Variants:
+Two sections, all on the harness's TCP loopback server, every lock with its defaults
+for waiting (redis-py polls every 0.1 s, python-redis-lock blocks in BLPOP on a
+release signal, pottery's Redlock retries after a random delay of up to 0.2 s,
+redisparts blocks in BLPOP until a release wakes one waiter):
 
-- book ``acquire_lock_with_timeout``, with its SETNX/EXPIRE window closed (SET NX EX)
-  and its release made to work (WATCH/MULTI on its own pipeline): waiters retry every 1 ms;
-- redisparts ``Lock``: one Lua script per attempt, waiters block in BLPOP until a release
-  wakes one of them.
+- uncontended: acquire + release pairs per second, one process, one lock object per
+  variant reused for every pair;
+- contended: 4 processes each doing 500 read-modify-write increments (GET, +1, SET)
+  of one counter under the lock; throughput (increments/s over the whole run), the
+  mean and max wait to acquire, and lost updates, checked independently: every
+  increment also INCRs a separate key outside the lock, and the counter must equal it.
+  Commands per increment come from INFO commandstats (polling shows up there).
 
-Side by side with the physical limit of the same run: one holder at a time can do at most
-1000 / hold-ms acquisitions per second. Figures: acquisitions per second over all
-processes; per acquisition, the SET NX attempts (INFO commandstats, the SET inside the
-Lua script included) and all commands the server ran (Lua-internal ones included); and
-the fewest/most acquisitions of one process (fairness)::
-
-    .venv/bin/python bench/locks.py [--seconds 4] [--processes 6] [--hold 2]
-
-Absolute numbers are noise on a shared machine; compare the ratios.
+    .venv/bin/python -m bench.locks [--quick] [--repetitions 3]
 """
 
-import argparse
-import multiprocessing
-import sys
-import tempfile
+from __future__ import annotations
+
 import time
-import uuid
-from pathlib import Path
+import warnings
 
-import django
-from django.conf import settings
+from bench.harness import Check, Context, Ratio, Section, alternate, main, rate, run_processes
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-
-def book_acquire(conn, lockname: str, acquire_timeout: float, lock_timeout: int) -> str | None:
-    identifier = str(uuid.uuid4())
-    end = time.time() + acquire_timeout
-    while time.time() < end:
-        if conn.set("lock:" + lockname, identifier, nx=True, ex=lock_timeout):
-            return identifier
-        time.sleep(0.001)
-    return None
-
-
-def book_release(conn, lockname: str, identifier: str) -> bool:
-    import redis
-
-    key = "lock:" + lockname
-    with conn.pipeline(True) as pipe:
-        while True:
-            try:
-                pipe.watch(key)
-                if pipe.get(key) != identifier.encode():
-                    pipe.unwatch()
-                    return False
-                pipe.multi()
-                pipe.delete(key)
-                pipe.execute()
-                return True
-            except redis.WatchError:
-                continue
-
-
-def worker(url: str, label: str, seconds: float, hold: float, results) -> None:
-    import redis
-
-    from redisparts_app.services.locks import Lock
-
-    conn = redis.Redis.from_url(url)
-    count = 0
-    stop = time.monotonic() + seconds
-    while time.monotonic() < stop:
-        if label == "book":
-            identifier = book_acquire(conn, "bench", acquire_timeout=30, lock_timeout=10)
-            time.sleep(hold)
-            book_release(conn, "bench", identifier)
-        else:
-            with Lock("bench", ttl=10, timeout=30, client=conn):
-                time.sleep(hold)
-        count += 1
-    results.put(count)
-
+PROCESSES = 4
+INCREMENTS = 500
+TTL = 10  # seconds; long enough for any wait in a run, so no lock expires under load
+COUNTER, DONE = "bench:counter", "bench:done"
 
 LABELS = {
-    "book": "book acquire_lock_with_timeout (1 ms poll)",
-    "redisparts": "redisparts Lock (Lua + BLPOP wake-up)",
+    "redisparts": "redisparts Lock",
+    "redis-py": "redis-py Lock",
+    "python-redis-lock": "python-redis-lock",
+    "pottery": "pottery Redlock (1 master)",
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=4.0)
-    parser.add_argument("--processes", type=int, default=6)
-    parser.add_argument("--hold", type=float, default=2.0, help="milliseconds held each time")
-    options = parser.parse_args()
-    settings.configure(REDISPARTS={"KEY_PREFIX": "bench"}, INSTALLED_APPS=[])
-    django.setup()
-    from redisparts_app.testing import RedisServer
+def make_lock(label: str, client, name: str):
+    """Return (acquire(), release()) of a fresh lock object of the variant ``label``."""
+    if label == "redisparts":
+        from redisparts_app.services.locks import Lock
 
-    hold = options.hold / 1000
-    context = multiprocessing.get_context("fork")
-    with tempfile.TemporaryDirectory() as directory, RedisServer(directory) as server:
-        client = server.client()
-        print(
-            f"{options.processes} processes, {options.seconds:g} s each, "
-            f"lock held {options.hold:g} ms per acquisition"
-        )
-        print(f"  {'physical limit (one holder at a time)':<44} {1 / hold:>8.0f} acquisitions/s")
-        for label, title in LABELS.items():
-            client.flushdb()
-            client.config_resetstat()
-            results = context.Queue()
-            procs = [
-                context.Process(
-                    target=worker, args=(server.url, label, options.seconds, hold, results)
-                )
-                for _ in range(options.processes)
+        lock = Lock(name, ttl=TTL, timeout=60, client=client)
+        return lock.acquire, lock.release
+    if label == "redis-py":
+        lock = client.lock(name, timeout=TTL)
+        return lock.acquire, lock.release
+    if label == "python-redis-lock":
+        import redis_lock
+
+        lock = redis_lock.Lock(client, name, expire=TTL)
+        return lock.acquire, lock.release
+    from pottery import Redlock
+
+    warnings.simplefilter("ignore")  # pottery warns about a single master; that is the setup
+    lock = Redlock(key=name, masters={client}, auto_release_time=TTL)
+    return lock.acquire, lock.release
+
+
+def uncontended(ctx: Context) -> Section:
+    client = ctx.client()
+    pairs = {}
+    for label in LABELS:
+        acquire, release = make_lock(label, client, f"u-{label}")
+
+        def pair(acquire=acquire, release=release) -> None:
+            acquire()
+            release()
+
+        pairs[label] = lambda pair=pair: rate(pair, ctx.seconds(1.5))
+    samples = alternate(pairs, ctx.repetitions, warmup=True)
+    rows = [
+        [
+            LABELS[label],
+            samples.median(label),
+            samples.spread(label),
+            samples.ratio("redisparts", label),
+        ]
+        for label in LABELS
+    ]
+    return Section(
+        title="Locks, uncontended: acquire + release pairs/s (one process, TCP loopback)",
+        columns=["lock", "pairs/s", "range", "redisparts / this"],
+        rows=rows,
+        ratios=[
+            Ratio("redisparts / redis-py Lock", samples.ratio("redisparts", "redis-py"), 1.0),
+            Ratio(
+                "redisparts / python-redis-lock",
+                samples.ratio("redisparts", "python-redis-lock"),
+                1.4,
+            ),
+            Ratio("redisparts / pottery Redlock", samples.ratio("redisparts", "pottery")),
+        ],
+        notes=[
+            f"median of {ctx.repetitions} rounds, variants alternating; range = min..max",
+            "redisparts also draws a fencing token (INCR) in its acquire script",
+        ],
+    )
+
+
+def increment_worker(url: str, label: str, increments: int) -> list[float]:
+    """Do ``increments`` locked GET/+1/SET of the counter; return the wait of each acquire."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    waits = []
+    for _ in range(increments):
+        acquire, release = make_lock(label, client, "contended")
+        started = time.perf_counter()
+        acquire()
+        waits.append(time.perf_counter() - started)
+        value = int(client.get(COUNTER) or 0)
+        client.set(COUNTER, value + 1)
+        release()
+        client.incr(DONE)  # outside the lock: the independent count of increments
+    return waits
+
+
+def contended_run(ctx: Context, label: str, increments: int) -> dict[str, float]:
+    client = ctx.client()
+    client.config_resetstat()
+    started = time.perf_counter()
+    waits = run_processes(
+        increment_worker, [(ctx.url(), label, increments)] * PROCESSES, timeout=600
+    )
+    elapsed = time.perf_counter() - started
+    stats = client.info("commandstats")
+    done = int(client.get(DONE) or 0)
+    counter = int(client.get(COUNTER) or 0)
+    flat = [wait for process in waits for wait in process]
+    return {
+        "increments_per_s": done / elapsed,
+        "mean_wait_ms": 1000 * sum(flat) / len(flat),
+        "max_wait_ms": 1000 * max(flat),
+        "commands_per_increment": sum(entry["calls"] for entry in stats.values()) / done,
+        "lost_updates": done - counter,
+        "done": done,
+    }
+
+
+def contended(ctx: Context) -> Section:
+    increments = 50 if ctx.quick else INCREMENTS
+    samples = alternate(
+        {label: (lambda label=label: contended_run(ctx, label, increments)) for label in LABELS},
+        ctx.repetitions,
+    )
+    rows = []
+    for label in LABELS:
+        rows.append(
+            [
+                LABELS[label],
+                samples.median(label, "increments_per_s"),
+                samples.spread(label, "increments_per_s"),
+                samples.median(label, "mean_wait_ms"),
+                samples.median(label, "max_wait_ms"),
+                max(samples.values(label, "max_wait_ms")),
+                samples.median(label, "commands_per_increment"),
+                int(sum(samples.values(label, "lost_updates"))),
             ]
-            for proc in procs:
-                proc.start()
-            counts = [results.get(timeout=options.seconds + 60) for _ in procs]
-            for proc in procs:
-                proc.join()
-            stats = client.info("commandstats")
-            commands = sum(entry["calls"] for entry in stats.values())
-            attempts = stats.get("cmdstat_set", {}).get("calls", 0)
-            total = max(sum(counts), 1)
-            print(
-                f"  {title:<44} {total / options.seconds:>8.0f} acquisitions/s  "
-                f"{attempts / total:>6.1f} SET attempts  {commands / total:>5.1f} commands each  "
-                f"per process {min(counts)}..{max(counts)}"
-            )
+        )
+    lost = {label: int(sum(samples.values(label, "lost_updates"))) for label in LABELS}
+    expected = PROCESSES * increments
+    return Section(
+        title=(
+            f"Locks, contended: {PROCESSES} processes x {increments} locked read-modify-write "
+            "increments (TCP loopback)"
+        ),
+        columns=[
+            "lock",
+            "increments/s",
+            "range",
+            "mean wait ms",
+            "max wait ms",
+            "worst max ms",
+            "commands/incr",
+            "lost updates",
+        ],
+        rows=rows,
+        ratios=[
+            Ratio(
+                "redisparts / redis-py Lock, throughput",
+                samples.ratio("redisparts", "redis-py", "increments_per_s"),
+                1.0,
+            ),
+            Ratio(
+                "redisparts / redis-py Lock, max wait",
+                samples.ratio("redisparts", "redis-py", "max_wait_ms"),
+                1.0,
+                at_most=True,
+            ),
+            Ratio(
+                "redisparts / python-redis-lock, throughput",
+                samples.ratio("redisparts", "python-redis-lock", "increments_per_s"),
+            ),
+            Ratio(
+                "redisparts / pottery Redlock, throughput",
+                samples.ratio("redisparts", "pottery", "increments_per_s"),
+            ),
+        ],
+        checks=[
+            Check(
+                "redisparts: no lost update",
+                lost["redisparts"] == 0,
+                f"{lost['redisparts']} lost of {expected} x {ctx.repetitions}",
+            ),
+        ]
+        + [
+            Check(f"{LABELS[label]}: no lost update", lost[label] == 0, f"{lost[label]} lost")
+            for label in LABELS
+            if label != "redisparts"
+        ],
+        notes=[
+            f"median of {ctx.repetitions} rounds, variants alternating; worst max = highest "
+            "max wait of all rounds",
+            "lost updates = increments counted outside the lock (INCR) minus the locked counter",
+        ],
+    )
+
+
+def run(ctx: Context) -> list[Section]:
+    return [uncontended(ctx), contended(ctx)]
 
 
 if __name__ == "__main__":
-    main()
+    main(run, __doc__.splitlines()[0])
