@@ -1,30 +1,31 @@
-"""Most simultaneous holders seen: the book's semaphores against redisparts', side by side.
+"""Semaphores: redisparts' fair semaphore against the book's basic, fair and locked versions.
 
-8 processes contend for a semaphore of limit 3 for a few seconds on a throwaway local
-redis-server. Each one loops: try to acquire (no wait), and when it gets in, count itself
-in with INCR on a separate key (keeping the highest count seen), sleep 5 ms, DECR, and
-release; when it does not, sleep 1 ms as the book's callers do. Any figure above 3 is a
-broken limit. The book's versions are re-implemented faithfully (same steps and
-pipelines, current redis-py API), race included::
+The book's versions (Redis in Action 6.3) are re-implemented faithfully, race included
+(same steps and pipelines, current redis-py API). Two sections, on the TCP loopback server:
 
-    .venv/bin/python bench/semaphores.py [--seconds 4] [--processes 8] [--limit 3]
+- single process: acquire + release pairs per second, no contention;
+- contended: 8 processes share a semaphore of limit 3 for 5 s. Each loops: acquire; when
+  in, count itself in with INCR on a separate key (a script also keeps the highest count
+  seen: the independent check of the limit), hold 5 ms, DECR, release. The book's callers
+  retry after 1 ms when refused; redisparts' wait in ``acquire(wait=...)`` (BLPOP on the
+  wake-up list its release pushes to). One holder slot can serve at most 1000/5 = 200
+  acquisitions/s, so the limit of the table is 3 x 200 = 600/s.
 
-Acquisitions per second are shown for context only; they are noise on a shared machine.
+    .venv/bin/python -m bench.semaphores [--quick] [--repetitions 3]
 """
 
-import argparse
-import multiprocessing
-import sys
-import tempfile
+from __future__ import annotations
+
 import time
 import uuid
-from pathlib import Path
 
-import django
-from django.conf import settings
+import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.harness import Check, Context, Ratio, Section, alternate, main, rate, run_processes
 
+PROCESSES = 8
+LIMIT = 3
+HOLD = 0.005  # seconds a holder keeps its permit in the contended run
 ENTER_LUA = """
 local n = redis.call('INCR', KEYS[1])
 if n > tonumber(redis.call('GET', KEYS[2]) or '0') then
@@ -34,8 +35,7 @@ return n
 """
 ACTIVE, HIGHEST = "bench:active", "bench:highest"
 
-
-# The book's versions (Redis in Action 6.3), with the race they have.
+# -- the book's versions (Redis in Action 6.3), with the race they have ---------------------
 
 
 def book_acquire(conn, semname, limit, timeout=10):
@@ -105,7 +105,7 @@ def book_release_lock(conn, lockname, identifier):
                     return True
                 pipe.unwatch()
                 break
-            except Exception:  # noqa: S112 - WatchError: retry, as the book does
+            except redis.WatchError:
                 continue
     return False
 
@@ -120,91 +120,163 @@ def book_acquire_with_lock(conn, semname, limit, timeout=10):
     return None
 
 
-def contenders(conn, limit):
-    """Return {label: (acquire(), release(id))} for every variant measured."""
+# -- the variants -----------------------------------------------------------------------------
+
+LABELS = {
+    "book basic": "book acquire_semaphore",
+    "book fair": "book acquire_fair_semaphore",
+    "book fair + lock": "book acquire_semaphore_with_lock",
+    "redisparts fair": "redisparts FairSemaphore (Lua, TIME)",
+}
+EXTRA = {"redisparts basic": "redisparts Semaphore (Lua, caller's clock)"}
+
+
+def contender(conn, label: str, limit: int, wait: float = 0.0):
+    """Return (acquire() -> id or None, release(id)) of the variant ``label``.
+
+    ``wait`` is how long redisparts' acquire may wait; the book's never wait.
+    """
     from redisparts_app.services.semaphores import FairSemaphore, Semaphore
 
-    basic = Semaphore("bench", limit, client=conn)
-    fair = FairSemaphore("bench", limit, client=conn)
-    return {
-        "book basic (acquire_semaphore)": (
-            lambda: book_acquire(conn, "sem:basic", limit),
-            lambda i: book_release(conn, "sem:basic", i),
-        ),
-        "book fair (acquire_fair_semaphore)": (
-            lambda: book_acquire_fair(conn, "sem:fair", limit),
-            lambda i: book_release_fair(conn, "sem:fair", i),
-        ),
-        "book fair + lock (acquire_semaphore_with_lock)": (
-            lambda: book_acquire_with_lock(conn, "sem:locked", limit),
-            lambda i: book_release_fair(conn, "sem:locked", i),
-        ),
-        "redisparts Semaphore (Lua)": (basic.acquire, basic.release),
-        "redisparts FairSemaphore (Lua, TIME)": (fair.acquire, fair.release),
-    }
+    if label == "book basic":
+        return (lambda: book_acquire(conn, "sem:basic", limit)), (
+            lambda i: book_release(conn, "sem:basic", i)
+        )
+    if label == "book fair":
+        return (lambda: book_acquire_fair(conn, "sem:fair", limit)), (
+            lambda i: book_release_fair(conn, "sem:fair", i)
+        )
+    if label == "book fair + lock":
+        return (lambda: book_acquire_with_lock(conn, "sem:locked", limit)), (
+            lambda i: book_release_fair(conn, "sem:locked", i)
+        )
+    kind = FairSemaphore if label == "redisparts fair" else Semaphore
+    semaphore = kind("bench", limit, client=conn)
+    return (lambda: semaphore.acquire(wait=wait)), semaphore.release
 
 
-def worker(url: str, label: str, limit: int, seconds: float, results) -> None:
-    import redis
+def single_process(ctx: Context) -> Section:
+    client = ctx.client()
+    labels = {**LABELS, **EXTRA}
+    variants = {}
+    for label in labels:
+        acquire, release = contender(client, label, LIMIT)
+        variants[label] = lambda a=acquire, r=release: rate(lambda: r(a()), ctx.seconds(1.5))
+    samples = alternate(variants, ctx.repetitions, warmup=True)
+    return Section(
+        title="Semaphores, one process: acquire + release pairs/s (TCP loopback)",
+        columns=["semaphore", "pairs/s", "range", "redisparts fair / this"],
+        rows=[
+            [
+                labels[label],
+                samples.median(label),
+                samples.spread(label),
+                samples.ratio("redisparts fair", label),
+            ]
+            for label in labels
+        ],
+        ratios=[
+            Ratio(
+                "redisparts fair / book fair",
+                samples.ratio("redisparts fair", "book fair"),
+                1.5,
+            ),
+            Ratio(
+                "redisparts fair / book fair + lock",
+                samples.ratio("redisparts fair", "book fair + lock"),
+            ),
+        ],
+        notes=[f"median of {ctx.repetitions} rounds, variants alternating"],
+    )
 
+
+def contend_worker(url: str, label: str, seconds: float) -> int:
     conn = redis.Redis.from_url(url)
     enter = conn.register_script(ENTER_LUA)
-    acquire, release = contenders(conn, limit)[label]
+    acquire, release = contender(conn, label, LIMIT, wait=1.0)
     entries = 0
     stop = time.monotonic() + seconds
     while time.monotonic() < stop:
         identifier = acquire()
         if not identifier:
-            time.sleep(0.001)
+            time.sleep(0.001)  # the book's callers retry after 1 ms
             continue
         enter(keys=[ACTIVE, HIGHEST])
-        time.sleep(0.005)
+        time.sleep(HOLD)
         conn.decr(ACTIVE)
         release(identifier)
         entries += 1
-    results.put(entries)
+    return entries
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=4.0)
-    parser.add_argument("--processes", type=int, default=8)
-    parser.add_argument("--limit", type=int, default=3)
-    options = parser.parse_args()
-    settings.configure(REDISPARTS={"KEY_PREFIX": "bench"}, INSTALLED_APPS=[])
-    django.setup()
-    from redisparts_app.testing import RedisServer
+def contended_run(ctx: Context, label: str, seconds: float) -> dict[str, float]:
+    client = ctx.client()
+    started = time.perf_counter()
+    entries = run_processes(contend_worker, [(ctx.url(), label, seconds)] * PROCESSES)
+    elapsed = time.perf_counter() - started
+    return {
+        "acquisitions_per_s": sum(entries) / elapsed,
+        "highest": int(client.get(HIGHEST) or 0),
+        "fewest": min(entries),
+        "most": max(entries),
+    }
 
-    context = multiprocessing.get_context("fork")
-    with tempfile.TemporaryDirectory() as directory, RedisServer(directory) as server:
-        client = server.client()
-        labels = list(contenders(client, options.limit))
-        print(
-            f"{options.processes} processes, limit {options.limit}, "
-            f"{options.seconds:g} s each; most holders seen at once:"
-        )
-        for label in labels:
-            client.flushdb()
-            results = context.Queue()
-            procs = [
-                context.Process(
-                    target=worker,
-                    args=(server.url, label, options.limit, options.seconds, results),
-                )
-                for _ in range(options.processes)
-            ]
-            for proc in procs:
-                proc.start()
-            entries = sum(results.get(timeout=options.seconds + 60) for _ in procs)
-            for proc in procs:
-                proc.join()
-            highest = int(client.get(HIGHEST) or 0)
-            verdict = "ok" if highest <= options.limit else "LIMIT BROKEN"
-            print(
-                f"  {label:<48} {highest:>2}  {verdict:<12} "
-                f"({entries / options.seconds:.0f} acquisitions/s)"
+
+def contended(ctx: Context) -> Section:
+    seconds = ctx.seconds(5.0, quick=1.0)
+    samples = alternate(
+        {label: (lambda label=label: contended_run(ctx, label, seconds)) for label in LABELS},
+        ctx.repetitions,
+    )
+    highest = {label: max(samples.values(label, "highest")) for label in LABELS}
+    rows = [
+        [
+            LABELS[label],
+            samples.median(label, "acquisitions_per_s"),
+            samples.spread(label, "acquisitions_per_s"),
+            highest[label],
+            "LIMIT BROKEN" if highest[label] > LIMIT else "ok",
+            f"{min(samples.values(label, 'fewest')):.0f}..{max(samples.values(label, 'most')):.0f}",
+        ]
+        for label in LABELS
+    ]
+    return Section(
+        title=(
+            f"Semaphores, contended: {PROCESSES} processes, limit {LIMIT}, {seconds:g} s, "
+            f"permit held {HOLD * 1000:g} ms (TCP loopback)"
+        ),
+        columns=["semaphore", "acquisitions/s", "range", "most holders", "limit", "per process"],
+        rows=rows,
+        ratios=[
+            Ratio(
+                "redisparts fair / book fair + lock, acquisitions/s",
+                samples.ratio("redisparts fair", "book fair + lock", "acquisitions_per_s"),
+                2.0,
+            ),
+            Ratio(
+                "redisparts fair / physical limit (3 holders x 200/s)",
+                samples.median("redisparts fair", "acquisitions_per_s") / (LIMIT / HOLD),
+            ),
+        ],
+        checks=[
+            Check(
+                "redisparts fair: never above the limit",
+                highest["redisparts fair"] <= LIMIT,
+                f"most holders seen {highest['redisparts fair']} of {LIMIT}",
             )
+        ],
+        notes=[
+            f"median of {ctx.repetitions} rounds, variants alternating; most holders = "
+            "highest of all rounds, counted by a script outside the semaphore",
+            "the book's basic and fair versions are expected to break the limit: "
+            "their acquire checks and inserts in separate steps",
+        ],
+    )
+
+
+def run(ctx: Context) -> list[Section]:
+    return [single_process(ctx), contended(ctx)]
 
 
 if __name__ == "__main__":
-    main()
+    main(run, __doc__.splitlines()[0])
