@@ -1,34 +1,29 @@
-"""Address-book completion: the ZRANGEBYLEX method against the book's sentinel + WATCH method.
+"""Address-book completion: the ZRANGEBYLEX method (``lex``) against the book's method.
 
-A throwaway local redis-server holds one guild of ``--names`` generated names (Latin,
-accented, Chinese, two-word). Each variant runs ``--processes`` processes looking up
-random 1-3 character prefixes (limit 10) for ``--seconds``, optionally with one more
-process joining and leaving names all the time (``--writers 1``). Side by side with the
-physical limits of the same run: PING (one round trip) and one bare ZRANGEBYLEX
-``LIMIT 0 10`` (one round trip that reads the same entries, without sentinel
-filtering or de-duplication)::
+One guild of 100,000 generated names (Latin, accented, Chinese, two-word) on the
+TCP server. One process looks up random 1-3 character prefixes (limit 10) with
+each variant in turn, one call each: a bare ZRANGEBYLEX ``LIMIT 0 10`` on the prefix folded
+beforehand (one round trip reading the same entries, no validation, folding,
+sentinel filtering or de-duplication: the floor), ``lex`` and ``book``. First with
+no writers, then while 3 writer processes join and leave names all the time.
+The book method's figures count the lookups that succeeded; it gives up
+(CompletionConflict) after 100 WATCH conflicts.
 
-    .venv/bin/python bench/autocomplete.py [--seconds 3] [--processes 4] [--writers 1]
-
-Figures are lookups per second over all processes and, for the book method, the WATCH
-conflicts per lookup and the lookups that gave up (CompletionConflict after 100
-attempts); absolute numbers are noise on a shared machine, compare ratios.
+    .venv/bin/python -m bench.autocomplete [--quick]
 """
 
-import argparse
 import multiprocessing
 import random
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-import django
-from django.conf import settings
+import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.harness import Ratio, Section, alternate, main
+from bench.paired import interleaved
 
 GUILD = "bench"
+NAMES = 100_000
+WRITERS = 3
 SYLLABLES = ["an", "be", "ca", "do", "é", "fi", "gö", "ha", "li", "mo", "nu", "ra", "so", "zo"]
 CHINESE = "李王张刘陈杨黄赵吴周"
 
@@ -37,122 +32,151 @@ def make_names(count: int, seed: int = 7) -> list[str]:
     rng = random.Random(seed)
     names: set[str] = set()
     while len(names) < count:
-        first = "".join(rng.choices(SYLLABLES, k=rng.randint(2, 3))).capitalize()
+        first = "".join(rng.choices(SYLLABLES, k=rng.randint(2, 4))).capitalize()
         kind = rng.random()
         if kind < 0.1:
-            names.add("".join(rng.choices(CHINESE, k=rng.randint(2, 3))))
-        elif kind < 0.5:
-            last = "".join(rng.choices(SYLLABLES, k=2)).capitalize()
+            names.add("".join(rng.choices(CHINESE, k=rng.randint(2, 4))))
+        elif kind < 0.6:
+            last = "".join(rng.choices(SYLLABLES, k=rng.randint(2, 3))).capitalize()
             names.add(f"{first} {last}")
         else:
             names.add(first)
     return sorted(names)
 
 
-def prefixes(names: list[str], seed: int) -> list[str]:
+def make_prefixes(names: list[str], seed: int = 11) -> list[str]:
     rng = random.Random(seed)
-    return [name[: rng.randint(1, 3)] for name in rng.sample(names, 500)]
+    return [name[: rng.randint(1, 3)] for name in rng.sample(names, 1000)]
 
 
-def lookup_worker(url: str, label: str, names: list[str], seconds: float, seed, results):
-    import redis
+class Lookups:
+    """Counts one variant's lookups over a window; keeps the book method's give-ups."""
 
-    from redisparts_app.exceptions import CompletionConflict
-    from redisparts_app.services.autocomplete import AddressBook, validate_prefix
+    def __init__(self, call, prefixes: list[str], seconds: float) -> None:
+        self.call, self.prefixes, self.seconds = call, prefixes, seconds
+        self.done = self.gave_up = 0
+        self.elapsed = 0.0
 
-    client = redis.Redis.from_url(url)
-    book = AddressBook(GUILD, method=label if label in ("lex", "book") else "lex", client=client)
-    queries = prefixes(names, seed)
-    if label == "PING":
-        call = lambda prefix: client.ping()  # noqa: E731
-    elif label == "bare ZRANGEBYLEX":
+    def measure(self) -> float:
+        from redisparts_app.exceptions import CompletionConflict
 
-        def call(prefix: str):
-            query = validate_prefix(prefix).encode()
-            return client.zrangebylex(book.index_key, b"[" + query, b"(" + query + b"\xff", 0, 10)
-    else:
-        call = book.complete
-    done = failed = 0
-    stop = time.monotonic() + seconds
-    while time.monotonic() < stop:
-        try:
-            call(queries[done % len(queries)])
-        except CompletionConflict:
-            failed += 1
-        done += 1
-    results.put(("lookup", done, book.conflicts, failed))
+        succeeded, start = 0, time.perf_counter()
+        end = start + self.seconds
+        while time.perf_counter() < end:
+            try:
+                self.call(self.prefixes[self.done % len(self.prefixes)])
+                succeeded += 1
+            except CompletionConflict:
+                self.gave_up += 1
+            self.done += 1
+        elapsed = time.perf_counter() - start
+        self.elapsed += elapsed
+        return succeeded / elapsed
 
 
-def writer_worker(url: str, seconds: float, results) -> None:
-    import redis
-
+def writer(url: str, number: int, stop, counts) -> None:
     from redisparts_app.services.autocomplete import AddressBook
 
     book = AddressBook(GUILD, client=redis.Redis.from_url(url))
     writes = 0
-    stop = time.monotonic() + seconds
-    while time.monotonic() < stop:
-        name = f"Anna Writer {writes % 50}"
+    while not stop.is_set():
+        name = f"Anna Writer{number} {writes % 50}"
         book.join(name)
         book.leave(name)
         writes += 2
-    results.put(("write", writes, 0, 0))
+    counts.put(writes)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--processes", type=int, default=4)
-    parser.add_argument("--writers", type=int, default=1, choices=[0, 1])
-    parser.add_argument("--names", type=int, default=20_000)
-    options = parser.parse_args()
-    settings.configure(REDISPARTS={"KEY_PREFIX": "bench"}, INSTALLED_APPS=[])
-    django.setup()
-    from redisparts_app.services.autocomplete import AddressBook
-    from redisparts_app.testing import RedisServer
+def run(ctx) -> list[Section]:
+    from redisparts_app.services.autocomplete import AddressBook, validate_prefix
+
+    url = ctx.url("tcp")
+    client = redis.Redis.from_url(url)
+    names = make_names(NAMES)
+    started = time.monotonic()
+    lex = AddressBook(GUILD, method="lex", client=client)
+    lex.join_many(names)
+    loaded = time.monotonic() - started
+    book = AddressBook(GUILD, method="book", client=client)
+    prefixes = make_prefixes(names)
+    folded = {p: validate_prefix(p).encode() for p in prefixes}
+
+    def bare(prefix: str) -> list[bytes]:
+        query = folded[prefix]
+        return client.zrangebylex(lex.index_key, b"[" + query, b"(" + query + b"\xff", 0, 10)
+
+    calls = {"bare ZRANGEBYLEX": bare, "lex": lex.complete, "book": book.complete}
+    quiet = interleaved(
+        {name: lambda i, f=f: f(prefixes[i % len(prefixes)]) for name, f in calls.items()},
+        ctx.seconds(1.0),
+        ctx.repetitions,
+    )
+    quiet_conflicts = book.conflicts
 
     context = multiprocessing.get_context("fork")
-    names = make_names(options.names)
-    with tempfile.TemporaryDirectory() as directory, RedisServer(directory) as server:
-        client = server.client()
-        AddressBook(GUILD, client=client).join_many(names)
-        print(
-            f"{len(names)} names, {options.processes} lookup processes, "
-            f"{options.writers} writer, {options.seconds:g} s per variant"
+    stop, counts = context.Event(), context.Queue()
+    writers = [
+        context.Process(target=writer, args=(url, n, stop, counts), daemon=True)
+        for n in range(WRITERS)
+    ]
+    for process in writers:
+        process.start()
+    book.conflicts = 0
+    busy_lookups = {name: Lookups(f, prefixes, ctx.seconds(2.0, 0.5)) for name, f in calls.items()}
+    busy_start = time.monotonic()
+    try:
+        busy = alternate({k: v.measure for k, v in busy_lookups.items()}, ctx.repetitions)
+    finally:
+        stop.set()
+        writes = sum(counts.get(timeout=60) for _ in writers)
+        for process in writers:
+            process.join()
+    writes_per_second = writes / (time.monotonic() - busy_start)
+    busy_book = busy_lookups["book"]
+
+    rows = [[name, quiet.median(name), busy.median(name), "-", "-"] for name in calls]
+    rows[-1][3:] = [
+        f"{quiet_conflicts} / {book.conflicts}",
+        f"0 / {busy_book.gave_up} of {busy_book.done}",
+    ]
+    lex_vs_book = busy.ratio("lex", "book")
+    notes = [
+        f"{len(names):,} names loaded by join_many in {loaded:.1f} s; {WRITERS} writers joined and"
+        f" left names {writes_per_second:,.0f} times/s; conflicts (WATCH) and gave up (after"
+        f" {book.max_attempts} conflicts): no writers / {WRITERS} writers",
+        "no writers: lookups/s = 1 / median time per lookup, the variants called in turn;"
+        f" {WRITERS} writers: lookups that succeeded per second over alternating windows",
+    ]
+    if busy.median("book") == 0:
+        # No book lookup succeeded: bound its rate by one lookup over all its windows.
+        lex_vs_book = busy.median("lex") * busy_book.elapsed
+        notes.append(
+            f"the book method completed no lookup in {busy_book.elapsed:.1f} s with"
+            f" {WRITERS} writers; lex / book is the bound lex lookups/s x {busy_book.elapsed:.1f} s"
         )
-        print(
-            f"{'variant':<20} {'lookups/s':>10} {'conflicts/lookup':>17} {'gave up':>8}"
-            f" {'writes/s':>9}"
+    return [
+        Section(
+            title=f"Autocomplete: lookups/s on {NAMES:,} names, no writers and {WRITERS} writers",
+            columns=[
+                "variant",
+                "lookups/s",
+                f"lookups/s, {WRITERS} writers",
+                "conflicts",
+                "gave up",
+            ],
+            rows=rows,
+            ratios=[
+                Ratio(
+                    "lex / bare ZRANGEBYLEX, no writers",
+                    quiet.ratio("lex", "bare ZRANGEBYLEX"),
+                    0.9,
+                ),
+                Ratio(f"lex / book, {WRITERS} writers", lex_vs_book, 100.0),
+            ],
+            notes=notes,
         )
-        for label in ("PING", "bare ZRANGEBYLEX", "lex", "book"):
-            results = context.Queue()
-            procs = [
-                context.Process(
-                    target=lookup_worker,
-                    args=(server.url, label, names, options.seconds, seed, results),
-                )
-                for seed in range(options.processes)
-            ]
-            if options.writers:
-                procs.append(
-                    context.Process(
-                        target=writer_worker, args=(server.url, options.seconds, results)
-                    )
-                )
-            for proc in procs:
-                proc.start()
-            outcomes = [results.get(timeout=options.seconds + 60) for _ in procs]
-            for proc in procs:
-                proc.join()
-            done = sum(count for kind, count, _, _ in outcomes if kind == "lookup")
-            conflicts = sum(conflict for _, _, conflict, _ in outcomes)
-            failed = sum(fail for _, _, _, fail in outcomes)
-            writes = sum(count for kind, count, _, _ in outcomes if kind == "write")
-            print(
-                f"{label:<20} {done / options.seconds:>10.0f} {conflicts / max(done, 1):>17.3f}"
-                f" {failed:>8} {writes / options.seconds:>9.0f}"
-            )
+    ]
 
 
 if __name__ == "__main__":
-    main()
+    main(run, __doc__.splitlines()[0])

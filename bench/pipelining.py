@@ -1,62 +1,68 @@
 """Session-token updates per second, without and with a pipeline (Redis in Action 4.5).
 
-    python bench/pipelining.py [--seconds 2]
+``update_token`` with an item sends six commands, one round trip each;
+``update_token_pipelined`` sends the same six in one pipeline. Both are called
+in turn, on TCP loopback (where round trips cost most) and on a unix socket,
+side by side with one PING per call: what the pipelined variant could reach if
+its six commands cost nothing.
 
-Runs against throwaway redis-servers, over TCP loopback and over a unix socket,
-with the same client, side by side with the limit of one round trip per call
-(PING, i.e. what the pipelined variant could reach if its six commands cost
-nothing). Absolute figures are noise on a shared machine; compare the ratios.
+    .venv/bin/python -m bench.pipelining [--quick]
 """
 
-import argparse
-import sys
-import tempfile
-import time
-from pathlib import Path
+import redis
 
-import django
-from django.conf import settings
+from bench.harness import Ratio, Section, main
+from bench.paired import interleaved
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-settings.configure(INSTALLED_APPS=[], REDISPARTS={})
-django.setup()
-
-from redisparts_app.services.sessions import update_token, update_token_pipelined  # noqa: E402
-from redisparts_app.testing import RedisServer  # noqa: E402
+TARGET = 3.0
 
 
-def rate(function, seconds: float) -> float:
-    """Calls per second of ``function`` over ``seconds`` of wall time."""
-    count, start = 0, time.perf_counter()
-    end = start + seconds
-    while time.perf_counter() < end:
-        for _ in range(100):
-            function()
-        count += 100
-    return count / (time.perf_counter() - start)
+def run(ctx) -> list[Section]:
+    from redisparts_app.services.sessions import update_token, update_token_pipelined
 
+    rows, ratios = [], []
+    for transport, label in (("tcp", "TCP loopback"), ("unix", "unix socket")):
+        client = redis.Redis.from_url(ctx.url(transport))
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=2.0, help="duration of each run")
-    seconds = parser.parse_args().seconds
-    print(
-        f"{'transport':<10} {'update_token':>14} {'pipelined':>14} {'PING (limit)':>14} {'gain':>6}"
-    )
-    for transport in ("tcp", "unix"):
-        with (
-            tempfile.TemporaryDirectory() as directory,
-            RedisServer(directory, unix_socket=transport == "unix") as server,
-        ):
-            client = server.client()
-            plain = rate(lambda c=client: update_token("token", "user", "item", client=c), seconds)
-            piped = rate(
-                lambda c=client: update_token_pipelined("token", "user", "item", client=c), seconds
-            )
-            ping = rate(client.ping, seconds)
-        gain = piped / plain
-        print(f"{transport:<10} {plain:>12.0f}/s {piped:>12.0f}/s {ping:>12.0f}/s {gain:>5.1f}x")
+        def separate(i: int, client=client) -> None:
+            update_token(f"t{i % 1000}", "user", "item", client=client)
+
+        def pipelined(i: int, client=client) -> None:
+            update_token_pipelined(f"t{i % 1000}", "user", "item", client=client)
+
+        samples = interleaved(
+            {"separate": separate, "pipelined": pipelined, "PING": lambda _i, c=client: c.ping()},
+            ctx.seconds(1.0),
+            ctx.repetitions,
+        )
+        client.close()
+        gain = samples.ratio("pipelined", "separate")
+        rows.append(
+            [
+                label,
+                samples.median("separate"),
+                samples.median("pipelined"),
+                samples.median("PING"),
+                gain,
+            ]
+        )
+        # The target holds on TCP, where round trips cost; the unix figure is for reference.
+        ratios.append(
+            Ratio(f"pipelined / separate ({label})", gain, TARGET if transport == "tcp" else None)
+        )
+    return [
+        Section(
+            title="Pipelining: session-token update with an item (6 commands), calls/s",
+            columns=["transport", "separate", "pipelined", "PING (limit)", "gain"],
+            rows=rows,
+            ratios=ratios,
+            notes=[
+                "separate: one round trip per command; pipelined: one round trip per call;"
+                " calls/s = 1 / median time per call, the variants called in turn",
+            ],
+        )
+    ]
 
 
 if __name__ == "__main__":
-    main()
+    main(run, __doc__.splitlines()[0])

@@ -9,6 +9,7 @@ reach another component's keys or a SCAN pattern.
 import re
 import unicodedata
 from collections.abc import Iterator
+from functools import cache
 
 from redis.crc import key_slot
 from redis.typing import KeyT
@@ -52,6 +53,12 @@ def validate_key_part(value: object, kind: str = "name") -> str:
     return text
 
 
+@cache
+def _is_component(name: str) -> bool:
+    # Cached: components are a few constants of the code, and keys are built often.
+    return _COMPONENT_RE.match(name) is not None
+
+
 def make_key(component: str, tag: str, *roles: str) -> str:
     """Build ``<prefix>:<component>:{<tag>}[:<role>...]``.
 
@@ -59,7 +66,7 @@ def make_key(component: str, tag: str, *roles: str) -> str:
     ``tag`` groups the keys that must share a Cluster slot; it is either a
     constant of the code or a part already passed through validate_key_part.
     """
-    if not _COMPONENT_RE.match(component):
+    if not _is_component(component):
         raise ValueError(f"component must be a lower-case identifier, got {component!r}")
     if not tag or "{" in tag or "}" in tag:
         raise ValueError(f"hash tag must be non-empty and brace-free, got {tag!r}")

@@ -62,6 +62,12 @@ def chat_keys(chat_id: str) -> dict[str, str]:
     return {role: make_key(COMPONENT, chat_id, role) for role in ("members", "msgs", "ids")}
 
 
+def _read_keys(chat_id: str) -> list[str]:
+    # The members and messages keys, which the fetch and read scripts take; built
+    # alone because a fetch across many chats builds them for every chat.
+    return [make_key(COMPONENT, chat_id, "members"), make_key(COMPONENT, chat_id, "msgs")]
+
+
 def seen_key(user: str) -> str:
     """Return the key of the (validated) user's zset of chats."""
     return make_key("chat_user", user, "seen")
@@ -145,7 +151,7 @@ def fetch_pending_messages(
     replies = _pipelined_script(
         client,
         "chat_fetch",
-        [([chat_keys(c)["members"], chat_keys(c)["msgs"]], [user, limit]) for c in chats],
+        [(_read_keys(c), [user, limit]) for c in chats],
     )
     result: list[tuple[str, list[ChatMessage]]] = []
     moved: dict[str, int] = {}
@@ -219,7 +225,7 @@ def unread_counts(user: str, *, client: Redis | None = None) -> dict[str, int]:
     replies = _pipelined_script(
         client,
         "chat_read",
-        [([chat_keys(c)["members"], chat_keys(c)["msgs"]], [user, "unread", 0, 0]) for c in chats],
+        [(_read_keys(c), [user, "unread", 0, 0]) for c in chats],
     )
     return {
         chat: int(reply[1]) for chat, reply in zip(chats, replies, strict=True) if reply[0] >= 0

@@ -1,0 +1,128 @@
+"""Group chat: one fetch of a member's pending messages across 1, 10 and 50 chats.
+
+``fetch_pending_messages`` reads the member's chats, runs the per-chat fetch
+script for all of them in one pipeline and records the new positions: three
+round trips whatever the number of chats. Side by side, the straightforward
+per-chat implementation: read the chats, fetch each chat on its own round trip
+(the same script, ``fetch_chat_messages``), record the positions. Before each
+turn every chat gets one new message (untimed), so both fetch one message per
+chat; two readers in the same chats fetch in turn. Round trips are counted by a
+connection that counts the requests it writes.
+
+    .venv/bin/python -m bench.chat [--quick]
+"""
+
+import redis
+
+from bench.harness import Check, Ratio, Section, main
+from bench.paired import interleaved
+
+CHAT_COUNTS = (1, 10, 50)
+TARGET_AT_50 = 5.0
+
+
+def counting_client(url: str) -> tuple[redis.Redis, list[int]]:
+    """A client whose connections count the requests (round trips) they send."""
+    pool = redis.ConnectionPool.from_url(url)
+    sent = [0]
+
+    class CountingConnection(pool.connection_class):
+        def send_packed_command(self, command, check_health=True):
+            sent[0] += 1
+            return super().send_packed_command(command, check_health)
+
+    pool.connection_class = CountingConnection
+    return redis.Redis(connection_pool=pool), sent
+
+
+def fetch_per_chat(user: str, *, client: redis.Redis) -> list:
+    """The straightforward fetch: one round trip per chat."""
+    from redisparts_app.services.chat import fetch_chat_messages, seen_key, user_chats
+
+    fetched, moved = [], {}
+    for chat in user_chats(user, client=client):
+        messages = fetch_chat_messages(chat, user, client=client)
+        if messages:
+            fetched.append((chat, messages))
+            moved[chat] = messages[-1].id
+    if moved:
+        client.zadd(seen_key(user), moved, gt=True)
+    return fetched
+
+
+def run(ctx) -> list[Section]:
+    from redisparts_app.services.chat import create_chat, fetch_pending_messages, send_message
+
+    client, sent = counting_client(ctx.url("tcp"))
+    implementations = {"ours": fetch_pending_messages, "per chat": fetch_per_chat}
+    rows, gains = [], {}
+    for count in CHAT_COUNTS:
+        readers = {name: f"reader-{count}-{n}" for n, name in enumerate(implementations)}
+        chats = [
+            create_chat(
+                "poster", readers.values(), "hello", chat_id=f"bench-{count}-{n}", client=client
+            )
+            for n in range(count)
+        ]
+
+        def post(_number: int, chats=chats) -> None:
+            # The poster fetches too, so read messages are deleted.
+            fetch_pending_messages("poster", client=client)
+            for chat in chats:
+                send_message(chat, "poster", "a new message", client=client)
+
+        trips = {}
+        for name, fetch in implementations.items():
+            post(0)
+            sent[0] = 0
+            fetched = fetch(readers[name], client=client)
+            trips[name] = sent[0]
+            assert len(fetched) == count, f"{name} fetched {len(fetched)} of {count} chats"
+        samples = interleaved(
+            {
+                name: lambda i, f=fetch, u=readers[name]: f(u, client=client)
+                for name, fetch in implementations.items()
+            },
+            ctx.seconds(1.0),
+            ctx.repetitions,
+            prepare=post,
+        )
+        gains[count] = gain = samples.ratio("ours", "per chat")
+        rows.append(
+            [
+                count,
+                trips["ours"],
+                samples.median("ours"),
+                trips["per chat"],
+                samples.median("per chat"),
+                gain,
+            ]
+        )
+    trips = [row[1] for row in rows]
+    return [
+        Section(
+            title="Chat: fetching pending messages (one new message per chat), fetches/s",
+            columns=[
+                "chats",
+                "ours: round trips",
+                "ours",
+                "per chat: round trips",
+                "per chat",
+                "gain",
+            ],
+            rows=rows,
+            ratios=[Ratio("ours / per chat at 50 chats", gains[50], TARGET_AT_50)],
+            checks=[
+                Check(
+                    "round trips of our fetch do not grow with the chats",
+                    len(set(trips)) == 1,
+                    " / ".join(f"{t} at {n}" for t, n in zip(trips, CHAT_COUNTS, strict=True)),
+                )
+            ],
+            notes=["fetches/s = 1 / median time per fetch, the two fetches called in turn"],
+        )
+    ]
+
+
+if __name__ == "__main__":
+    main(run, __doc__.splitlines()[0])

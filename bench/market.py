@@ -1,0 +1,53 @@
+"""The book's "heavily loaded marketplace" table for every purchase strategy.
+
+Listers/buyers 1/1, 5/1 and 5/5 processes; the four strategies run in turn
+within each load on a redis-server of their own (each run starts from an empty
+database). See ``redisparts_app/market_load.py`` for the workload and the
+invariant checks; ``manage.py rp_bench_market`` prints the same table.
+
+    .venv/bin/python -m bench.market [--quick]
+"""
+
+import math
+
+from bench.harness import Check, Ratio, Section, main
+
+
+def run(ctx) -> list[Section]:
+    from redisparts_app import market_load
+
+    seconds = ctx.seconds(1.5, 0.5)
+    rows = market_load.run_table(seconds, ctx.repetitions, url=ctx.url("tcp"))
+    busiest = {row.strategy: row.bought for row in rows if (row.listers, row.buyers) == (5, 5)}
+    return [
+        Section(
+            title=f'Marketplace under load ("heavily loaded marketplace"), {seconds:g} s runs',
+            columns=market_load.COLUMNS,
+            rows=market_load.table_rows(rows),
+            ratios=[
+                Ratio("lua / watch, items bought at 5/5", ratio(busiest, "lua", "watch"), 8.0),
+                Ratio(
+                    "lua / item_lock, items bought at 5/5",
+                    ratio(busiest, "lua", "item_lock"),
+                    2.5,
+                ),
+            ],
+            checks=[
+                Check(f"{check} in every row", all(row.invariants[check] for row in rows))
+                for check in rows[0].invariants
+            ],
+            notes=[
+                f"medians of {ctx.repetitions} run(s); wait/purchase: time in purchase calls (lost"
+                " races included) per item bought; lost races: the listing was bought by"
+                " another buyer first",
+            ],
+        )
+    ]
+
+
+def ratio(bought: dict[str, float], a: str, b: str) -> float:
+    return bought[a] / bought[b] if bought[b] else math.inf
+
+
+if __name__ == "__main__":
+    main(run, __doc__.splitlines()[0])

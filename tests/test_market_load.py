@@ -1,0 +1,80 @@
+"""The marketplace load behind ``rp_bench_market``: it runs, and its checks can fail."""
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from redisparts_app import market_load
+from redisparts_app.services import market
+
+
+def test_a_short_load_lists_buys_and_keeps_every_invariant(redis_url, redis_client):
+    figures = market_load.run_once(redis_url, "lua", listers=2, buyers=2, seconds=0.5)
+    assert figures["listed"] > 0
+    assert 0 <= figures["bought"] <= figures["listed"]
+    assert figures["retries"] == 0  # the script never retries
+    assert figures["invariants"] == {
+        "money conserved": True,
+        "no item sold twice": True,
+        "inventories consistent": True,
+    }
+
+
+def _sale(redis_client, buyer, item, seller, price):
+    """Really buy one item, and return the buyers' records of it."""
+    market.list_item(seller, item, price, client=redis_client)
+    market.purchase(buyer, item, seller, price, strategy="lua", client=redis_client)
+    return {buyer: {"bought": [(item, seller, price)]}}
+
+
+@pytest.fixture
+def sold(redis_client):
+    market.create_user("lister0", 0, client=redis_client)
+    market.create_user("buyer0", market_load.BUYER_FUNDS, client=redis_client)
+    items = [f"lister0-{i}" for i in range(market_load.ITEMS_PER_LISTER)]
+    redis_client.sadd(market.inventory_key("lister0"), *items)
+    records = _sale(redis_client, "buyer0", "lister0-0", "lister0", 70)
+    assert all(market_load.check_invariants(redis_client, ["lister0"], records).values())
+    return records
+
+
+def test_money_created_is_caught(redis_client, sold):
+    redis_client.hincrby(market.user_key("lister0"), "funds", 1)
+    checks = market_load.check_invariants(redis_client, ["lister0"], sold)
+    assert checks["money conserved"] is False
+
+
+def test_an_item_recorded_twice_is_caught(redis_client, sold):
+    sold["buyer0"]["bought"].append(sold["buyer0"]["bought"][0])
+    checks = market_load.check_invariants(redis_client, ["lister0"], sold)
+    assert checks["no item sold twice"] is False
+
+
+def test_an_item_in_two_places_is_caught(redis_client, sold):
+    redis_client.sadd(market.inventory_key("lister0"), "lister0-0")
+    checks = market_load.check_invariants(redis_client, ["lister0"], sold)
+    assert checks["inventories consistent"] is False
+
+
+def test_the_command_prints_the_table_for_the_chosen_strategy():
+    out = StringIO()
+    call_command(
+        "rp_bench_market", "--seconds", "0.3", "--repetitions", "1", "--strategy", "lua",
+        stdout=out, stderr=StringIO(),
+    )  # fmt: skip
+    lines = out.getvalue().splitlines()
+    assert lines[0].split()[:2] == ["strategy", "listers/buyers"]
+    assert [line.split()[:2] for line in lines[1:]] == [
+        ["lua", "1/1"],
+        ["lua", "5/1"],
+        ["lua", "5/5"],
+    ]
+    assert all(line.endswith("all hold") for line in lines[1:])
+
+
+@pytest.mark.parametrize("args", [["--seconds", "0"], ["--seconds", "-1"], ["--repetitions", "0"]])
+def test_the_command_refuses_bad_numbers(args):
+    with pytest.raises(CommandError) as error:
+        call_command("rp_bench_market", *args, stdout=StringIO(), stderr=StringIO())
+    assert error.value.returncode == 2
