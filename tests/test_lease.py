@@ -5,6 +5,7 @@ import pytest
 
 from redisparts_app.exceptions import InvalidDuration, RedisPartsError
 from redisparts_app.services.lease import Lease, validate_seconds
+from redisparts_app.testing import wait_until
 from tests.counting import CountingRedis
 
 KEY = "rp:job:{nightly}:lease"
@@ -54,15 +55,26 @@ def test_fenced_lease_draws_increasing_tokens_from_its_counter(redis_client):
     assert redis_client.ttl(fence_key) == -1  # the counter never expires
 
 
+def server_expiry_ms(client, key: str) -> int:
+    """The key's expiry as an absolute time on the server's clock, in ms."""
+    with client.pipeline(transaction=True) as pipe:
+        (seconds, micros), pttl = pipe.time().pttl(key).execute()
+    assert pttl > 0
+    return seconds * 1000 + micros // 1000 + pttl
+
+
 def test_heartbeat_keeps_the_lease_past_its_ttl(redis_client):
-    lease = Lease(KEY, 1.2, client=redis_client)
+    # The TTL is long so that no stall of a loaded machine can let it lapse between two
+    # beats; that the heartbeat carries the lease past its first TTL shows in the server's
+    # own expiry time, which each renewal moves later (no wall-clock race in the test).
+    lease = Lease(KEY, 30.0, client=redis_client)
     assert lease.acquire()
-    lease.start_heartbeat(0.2)  # a stall of up to 1 s on this loaded machine is tolerated
+    first_expiry = server_expiry_ms(redis_client, KEY)
+    lease.start_heartbeat(0.05)
     try:
-        # Outlive the TTL twice over; waiting on `lost` ends early if it fires.
-        assert not lease.lost.wait(2.5)
+        wait_until(lambda: lease.renewals >= 3, 60, "three heartbeat renewals")
+        assert server_expiry_ms(redis_client, KEY) > first_expiry
         assert lease.owned()
-        assert lease.renewals >= 2
     finally:
         assert lease.release()
     assert not lease.lost.is_set()
