@@ -1,9 +1,11 @@
 """Settings of the demo site.
 
 Environment: REDIS_URL (an external Redis; default: the embedded server in
-REDISPARTS_DATA_DIR, default var/redis), DATABASE_URL (default SQLite in var/),
-DJANGO_SECRET_KEY, DJANGO_DEBUG, DJANGO_ALLOWED_HOSTS, DJANGO_EMAIL_FILE_PATH (where the
-file e-mail backend writes, default var/outbox), and with DJANGO_DEBUG=0:
+REDISPARTS_DATA_DIR, default var/redis), or REDIS_SENTINELS ("host:port,host:port") with
+REDIS_SENTINEL_MASTER (default mymaster) and REDIS_SENTINEL_DB (default 0),
+DATABASE_URL (default SQLite in var/), DJANGO_SECRET_KEY, DJANGO_DEBUG,
+DJANGO_ALLOWED_HOSTS, DJANGO_EMAIL_FILE_PATH (where the file e-mail backend writes, default
+var/outbox), and with DJANGO_DEBUG=0:
 DJANGO_SSL_REDIRECT (default 1), DJANGO_HSTS_SECONDS (default 3600).
 """
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import dj_database_url
 
+from redisparts_app.conf import sentinel_addresses
 from redisparts_app.embedded import socket_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -87,9 +90,15 @@ DATABASES = {
     )
 }
 
-# Redis: an external server from REDIS_URL, else the embedded one started on demand.
+# Redis: a Sentinel set-up from REDIS_SENTINELS, an external server from REDIS_URL, else
+# the embedded one started on demand.
 REDIS_DATA_DIR = Path(os.environ.get("REDISPARTS_DATA_DIR", VAR_DIR / "redis"))
 REDIS_URL = os.environ.get("REDIS_URL") or socket_url(REDIS_DATA_DIR)
+REDIS_SENTINELS = sentinel_addresses(os.environ.get("REDIS_SENTINELS", ""))
+REDIS_SENTINEL_MASTER = os.environ.get("REDIS_SENTINEL_MASTER", "mymaster")
+REDIS_SENTINEL_DB = int(os.environ.get("REDIS_SENTINEL_DB", "0"))
+# Bounded waits, so a dead master is noticed and the client asks the sentinels again.
+REDIS_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5}
 
 CACHES = {
     "default": {
@@ -103,9 +112,31 @@ REDISPARTS = {
     "KEY_PREFIX": "rp",
     "CONNECTIONS": {"default": {"CACHE": "default"}},
     "EMBEDDED": None
-    if os.environ.get("REDIS_URL")
+    if os.environ.get("REDIS_URL") or REDIS_SENTINELS
     else {"DATA_DIR": REDIS_DATA_DIR, "AUTOSTART": True, "APPENDFSYNC": "everysec"},
 }
+
+if REDIS_SENTINELS:
+    # Every process asks the sentinels for the current master and asks again after a
+    # failover. Django's cache goes through django-redis' own Sentinel support.
+    REDISPARTS["CONNECTIONS"] = {
+        "default": {
+            "SENTINELS": REDIS_SENTINELS,
+            "SERVICE_NAME": REDIS_SENTINEL_MASTER,
+            "DB": REDIS_SENTINEL_DB,
+            "OPTIONS": REDIS_OPTIONS,
+        }
+    }
+    CACHES["default"] = {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": f"redis://{REDIS_SENTINEL_MASTER}/{REDIS_SENTINEL_DB}",
+        "OPTIONS": {
+            "CONNECTION_FACTORY": "django_redis.pool.SentinelConnectionFactory",
+            "SENTINELS": [tuple(address) for address in REDIS_SENTINELS],
+            "SOCKET_CONNECT_TIMEOUT": 2,
+            "SOCKET_TIMEOUT": 5,
+        },
+    }
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

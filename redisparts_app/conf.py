@@ -105,6 +105,11 @@ DEFAULTS: dict[str, Any] = {
     "QUEUE_MAX_ARGS_BYTES": 65536,
     # Seconds a de-duplication key blocks a second enqueue, when enqueue gives none.
     "QUEUE_DEDUP_TTL": 3600.0,
+    # Replicas that must acknowledge an enqueue (Redis WAIT) before it returns; 0: don't
+    # wait. With 1 behind Sentinel, an acknowledged task survives a failover (README).
+    "QUEUE_WAIT_REPLICAS": 0,
+    # Seconds an enqueue waits for those replicas before raising TaskNotReplicated.
+    "QUEUE_WAIT_TIMEOUT": 1.0,
     # Seconds a Django Tasks result stays readable after its last update.
     "QUEUE_RESULT_TTL": 86400.0,
     # Seconds a lock is held before it expires unless extended (services.locks.Lock ttl).
@@ -134,3 +139,19 @@ def positive_int_setting(name: str) -> int:
             f"REDISPARTS[{name!r}] must be a positive integer, got {value!r}"
         )
     return value
+
+
+def sentinel_addresses(text: str) -> list[list[Any]]:
+    """Parse ``"host:port,host:port"`` (e.g. an environment variable) into SENTINELS pairs.
+
+    Empty text gives an empty list; a malformed entry raises ImproperlyConfigured.
+    """
+    addresses: list[list[Any]] = []
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        host, _, port = entry.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ImproperlyConfigured(
+                f"sentinel address {entry!r} is not host:port (e.g. 10.0.0.1:26379)"
+            )
+        addresses.append([host.strip("[]"), int(port)])
+    return addresses

@@ -286,6 +286,21 @@ class InvalidTask(RedisPartsError, ValueError):
     """A task, its arguments or its options were refused before anything was written."""
 
 
+class TaskNotReplicated(RedisPartsError):
+    """An enqueued task reached the master but not enough replicas in time.
+
+    It is stored and will run unless the master fails over first; enqueueing again
+    with the same ``dedup_key`` is safe (no second task while the key lives).
+    """
+
+    def __init__(self, task_id: str, acknowledged: int, wanted: int, timeout: float) -> None:
+        self.task_id, self.acknowledged, self.wanted = task_id, acknowledged, wanted
+        super().__init__(
+            f"task {task_id} acknowledged by {acknowledged} of {wanted} replica(s) within "
+            f"{timeout}s; a failover now could lose it"
+        )
+
+
 class TaskNotFound(RedisPartsError, LookupError):
     """No task with this id exists (or it is not where the operation expects it)."""
 

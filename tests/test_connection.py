@@ -1,9 +1,11 @@
 import multiprocessing
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 from django_redis import get_redis_connection
 
+from redisparts_app.conf import sentinel_addresses
 from redisparts_app.connection import config_problems, get_redis
 from redisparts_app.exceptions import ConnectionNotConfigured
 
@@ -97,3 +99,16 @@ def test_client_used_before_fork_works_in_child_processes(redis_client):
     assert int(redis_client.get("forked")) == 600
     pids = {queue.get(timeout=5) for _ in children}
     assert pids == {child.pid for child in children}
+
+
+def test_sentinel_addresses_from_the_environment_form():
+    text = "10.0.0.1:26379, sentinel-b:26380,[::1]:26381"
+    assert sentinel_addresses(text) == [["10.0.0.1", 26379], ["sentinel-b", 26380], ["::1", 26381]]
+    assert sentinel_addresses("") == []
+    assert config_problems({"SENTINELS": sentinel_addresses(text), "SERVICE_NAME": "m"}) == []
+
+
+@pytest.mark.parametrize("text", ["10.0.0.1", "10.0.0.1:", ":26379", "host:port", "h:70000"])
+def test_malformed_sentinel_addresses_are_refused(text):
+    with pytest.raises(ImproperlyConfigured, match="host:port"):
+        sentinel_addresses(text)

@@ -8,10 +8,15 @@ from django.core import mail
 from django.db import transaction
 from django.test import override_settings
 
-from redisparts_app.exceptions import InvalidKeyPart, InvalidTask, TaskNotFound
+from redisparts_app.exceptions import (
+    InvalidKeyPart,
+    InvalidTask,
+    TaskNotFound,
+    TaskNotReplicated,
+)
 from redisparts_app.keys import slot_of
 from redisparts_app.services.tasks import Scheduler, TaskQueue, Worker, enqueue, queue_groups
-from redisparts_app.testing import LocalCluster
+from redisparts_app.testing import LocalCluster, start_replica
 from tests.tasks_helpers import (
     DONE,
     ORDER,
@@ -333,12 +338,33 @@ def test_on_commit_false_enqueues_at_once(redis_client):
         (lambda: enqueue("ok", kwargs={1: 2}), InvalidTask, "string keys"),
         (lambda: enqueue("ok", max_retries=-1), InvalidTask, "max_retries"),
         (lambda: record.enqueue_with(args=["x"], dedup_key="a:b"), InvalidKeyPart, "de-dup"),
+        (lambda: record.enqueue_with(args=["x"], wait_replicas=-1), InvalidTask, "wait_replicas"),
+        (lambda: record.enqueue_with(args=["x"], wait_replicas="1"), InvalidTask, "wait_repl"),
+        (lambda: record.enqueue_with(args=["x"], wait_timeout=0), InvalidTask, "wait_timeout"),
     ],
 )
 def test_bad_input_is_refused_before_anything_is_written(redis_client, call, error, message):
     with pytest.raises(error, match=message):
         call()
     assert redis_client.dbsize() == 0
+
+
+def test_enqueue_with_wait_returns_once_a_replica_has_the_task(redis_server_factory, tmp_path):
+    master = redis_server_factory()
+    queue = TaskQueue(client=master.client())
+    replica = start_replica(master, tmp_path / "replica")
+    try:
+        task_id = queue.enqueue("tests.record", args=["a"], wait_replicas=1, wait_timeout=30)
+        # WAIT returned, so the replica already holds the task: no polling needed.
+        assert replica.client().hexists(queue.key("tasks"), task_id)
+    finally:
+        replica.stop()
+    assert wait_until(lambda: master.client().info("replication")["connected_slaves"] == 0, 30)
+    with pytest.raises(TaskNotReplicated, match="0 of 1 replica") as refused:
+        queue.enqueue("tests.record", args=["b"], wait_replicas=1, wait_timeout=0.1)
+    # Not acknowledged, yet stored on the master: it runs unless a failover loses it.
+    assert master.client().hexists(queue.key("tasks"), refused.value.task_id)
+    assert queue.length("default") == 2
 
 
 def test_worker_refuses_bad_queue_lists():

@@ -26,11 +26,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import transaction
+from redis.cluster import RedisCluster
 
 from ... import lua
 from ...conf import app_settings
 from ...connection import get_redis
-from ...exceptions import InvalidTask, TaskNotFound
+from ...exceptions import InvalidTask, TaskNotFound, TaskNotReplicated
 from ...keys import make_key, scan_keys, validate_key_part
 from .registry import check_count, default_max_retries, validate_task_name
 
@@ -147,6 +148,8 @@ class TaskQueue:
         using: str | None = None,
         task_id: str | None = None,
         kind: str = "task",
+        wait_replicas: int | None = None,
+        wait_timeout: float | None = None,
     ) -> str:
         """Enqueue a run of the task registered as ``name``; return its id.
 
@@ -159,6 +162,10 @@ class TaskQueue:
         argument is checked first: InvalidTask / InvalidKeyPart, nothing written.
         The name need not be registered in this process; a worker that does not
         know it puts the task in the failed registry.
+        ``wait_replicas`` (default QUEUE_WAIT_REPLICAS): replicas that must have the
+        task before this returns (Redis WAIT, up to ``wait_timeout`` seconds, default
+        QUEUE_WAIT_TIMEOUT); fewer raise TaskNotReplicated, the task being stored on
+        the master only.
         """
         name, args, kwargs, queue = self.validate(name, args, kwargs, queue)
         delay = validate_seconds(delay, "delay")
@@ -170,6 +177,13 @@ class TaskQueue:
         ttl = validate_seconds(
             app_settings.QUEUE_DEDUP_TTL if dedup_ttl is None else dedup_ttl,
             "dedup_ttl",
+            allow_zero=False,
+        )
+        wait_replicas = app_settings.QUEUE_WAIT_REPLICAS if wait_replicas is None else wait_replicas
+        check_count(wait_replicas, "wait_replicas")
+        wait_timeout = validate_seconds(
+            app_settings.QUEUE_WAIT_TIMEOUT if wait_timeout is None else wait_timeout,
+            "wait_timeout",
             allow_zero=False,
         )
         task_id = new_task_id() if task_id is None else validate_key_part(task_id, "task id")
@@ -198,13 +212,32 @@ class TaskQueue:
         argv = [task_id, body, queue, int(delay * 1000), max(1, int(ttl * 1000)), WAKE_CAP]
 
         def push() -> str:
-            _stored, holder = lua.script(self.client, "queue_enqueue")(keys=keys, args=argv)
+            if wait_replicas:
+                holder = self._push_replicated(keys, argv, wait_replicas, wait_timeout)
+            else:
+                _stored, holder = lua.script(self.client, "queue_enqueue")(keys=keys, args=argv)
             return holder.decode() if isinstance(holder, bytes) else str(holder)
 
         if on_commit and transaction.get_connection(using).in_atomic_block:
             transaction.on_commit(push, using=using)
             return task_id
         return push()
+
+    def _push_replicated(
+        self, keys: list[str], argv: list[Any], replicas: int, timeout: float
+    ) -> bytes:
+        # WAIT counts replica acknowledgements of its own connection's writes, so the
+        # script and WAIT share one pipeline; on a cluster, that of the group's node.
+        client = self.client
+        if isinstance(client, RedisCluster):
+            client = client.get_node_from_key(keys[0]).redis_connection
+        pipe = client.pipeline(transaction=False)
+        lua.script(client, "queue_enqueue")(keys=keys, args=argv, client=pipe)
+        pipe.execute_command("WAIT", replicas, max(1, int(timeout * 1000)))
+        (_stored, holder), acknowledged = pipe.execute()
+        if acknowledged < replicas:
+            raise TaskNotReplicated(argv[0], acknowledged, replicas, timeout)
+        return holder
 
     def validate(
         self, name: str, args: Any, kwargs: Any, queue: str
