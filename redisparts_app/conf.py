@@ -1,6 +1,7 @@
 """The ``REDISPARTS`` settings dict and its defaults.
 
-Values are read at access time, so ``override_settings`` works in tests::
+Values are read on first access and kept until Django reports a change of
+``REDISPARTS`` (``setting_changed``), so ``override_settings`` works in tests::
 
     REDISPARTS = {
         "KEY_PREFIX": "shop",
@@ -12,6 +13,8 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 DEFAULTS: dict[str, Any] = {
     # First segment of every key; no braces or glob characters.
@@ -120,15 +123,35 @@ DEFAULTS: dict[str, Any] = {
 
 
 class AppSettings:
-    """Attribute access to ``settings.REDISPARTS`` with ``DEFAULTS`` filled in."""
+    """Attribute access to ``settings.REDISPARTS`` with ``DEFAULTS`` filled in.
+
+    Values are cached: the services read settings on every call, and a read
+    through Django's lazy settings costs about a microsecond each time.
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = {}
 
     def __getattr__(self, name: str) -> Any:
         if name not in DEFAULTS:
             raise AttributeError(f"unknown REDISPARTS setting {name!r}")
-        return getattr(settings, "REDISPARTS", {}).get(name, DEFAULTS[name])
+        values = self.__dict__["_values"]
+        if name not in values:
+            values[name] = getattr(settings, "REDISPARTS", {}).get(name, DEFAULTS[name])
+        return values[name]
+
+    def reload(self) -> None:
+        """Forget the cached values (done when ``REDISPARTS`` changes)."""
+        self._values.clear()
 
 
 app_settings = AppSettings()
+
+
+@receiver(setting_changed)
+def _reload_settings(*, setting: str, **kwargs: Any) -> None:
+    if setting == "REDISPARTS":
+        app_settings.reload()
 
 
 def positive_int_setting(name: str) -> int:

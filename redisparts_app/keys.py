@@ -38,6 +38,14 @@ def validate_key_part(value: object, kind: str = "name") -> str:
     limit = app_settings.MAX_KEY_PART_LENGTH
     if len(value) > limit:
         raise InvalidKeyPart(kind, value, f"longer than {limit} characters")
+    if (
+        value.isascii()
+        and value.isprintable()  # no control character
+        and value == value.strip(" ")
+        and value
+        and FORBIDDEN_CHARACTERS.isdisjoint(value)
+    ):
+        return value  # the common case, without the per-character Unicode checks below
     text = unicodedata.normalize("NFC", value)
     if not text:
         raise InvalidKeyPart(kind, value, "must not be empty")

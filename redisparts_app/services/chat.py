@@ -65,7 +65,8 @@ def chat_keys(chat_id: str) -> dict[str, str]:
 def _read_keys(chat_id: str) -> list[str]:
     # The members and messages keys, which the fetch and read scripts take; built
     # alone because a fetch across many chats builds them for every chat.
-    return [make_key(COMPONENT, chat_id, "members"), make_key(COMPONENT, chat_id, "msgs")]
+    base = make_key(COMPONENT, chat_id)
+    return [f"{base}:members", f"{base}:msgs"]
 
 
 def seen_key(user: str) -> str:
@@ -287,8 +288,12 @@ def _encode(sender: str, text: str, clock: Callable[[], float]) -> str:
     return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
 
 
+_decode_json = json.JSONDecoder().decode
+
+
 def _decode(encoded: bytes) -> ChatMessage:
-    return ChatMessage(**json.loads(encoded))
+    # Messages are stored as UTF-8: decoding first skips json.loads' encoding sniffing.
+    return ChatMessage(**_decode_json(encoded.decode()))
 
 
 def _fetch_limit() -> int:
