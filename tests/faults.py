@@ -2,6 +2,7 @@
 through the environment, and workloads that keep going through a Redis outage."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # What a client sees while Redis is down or failing over: the call may or may not have
 # taken effect, so the workloads count it as not acknowledged.
 OUTAGE = (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError)
+BACKOFF_LINE = re.compile(r"Redis unreachable .*; retrying in ([0-9.]+)s")
 
 
 def start_command(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
@@ -53,18 +55,36 @@ def until_stopped(
 ) -> dict:
     """Call ``attempt(n)`` for n = 0, 1, ... until ``stop`` (an Event) is set.
 
-    Return the ``n`` of acknowledged attempts (those that returned) and how many met an
-    outage or one of the ``refusals`` (e.g. TaskNotReplicated); any other error fails.
+    Return ``acknowledged``, the (n, result) of the attempts that returned, and
+    ``failed``, how many met an outage or one of the ``refusals`` (e.g.
+    TaskNotReplicated); any other error fails the workload.
     """
     acknowledged, failed, n = [], 0, 0
     while not stop.is_set():
         try:
-            attempt(n)
+            result = attempt(n)
         except (*OUTAGE, *refusals):
             failed += 1
             time.sleep(0.05)
         else:
-            acknowledged.append(n)
+            acknowledged.append((n, result))
             time.sleep(pause)
         n += 1
     return {"acknowledged": acknowledged, "failed": failed}
+
+
+def retry_through_outage(call: Callable[[], Any], timeout: float = 120.0) -> Any:
+    """Return ``call()``, retrying while Redis is unreachable (for reads, which are safe)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except OUTAGE:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def backoff_delays(log: Path) -> list[float]:
+    """The delays announced by the worker's or scheduler's back-off lines in ``log``."""
+    return [float(delay) for delay in BACKOFF_LINE.findall(log.read_text(errors="replace"))]

@@ -26,7 +26,7 @@ def enqueue_workload(stop, runs_path: str, name: str, wait_replicas: int) -> dic
         record_run.enqueue_with(args=[runs_path, f"{name}-{n}"], wait_replicas=wait_replicas)
 
     done = until_stopped(stop, attempt, refusals=(TaskNotReplicated,))
-    done["acknowledged"] = [f"{name}-{n}" for n in done["acknowledged"]]
+    done["acknowledged"] = [f"{name}-{n}" for n, _task_id in done["acknowledged"]]
     return done
 
 

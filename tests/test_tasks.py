@@ -16,6 +16,7 @@ from redisparts_app.exceptions import (
 )
 from redisparts_app.keys import slot_of
 from redisparts_app.services.tasks import Scheduler, TaskQueue, Worker, enqueue, queue_groups
+from redisparts_app.services.tasks.worker import Backoff
 from redisparts_app.testing import LocalCluster, start_replica
 from tests.tasks_helpers import (
     DONE,
@@ -435,3 +436,10 @@ def test_queues_run_unchanged_on_a_redis_cluster(tmp_path, redis_client):
             mine = [label for label in order if label.startswith(group)]
             assert mine == [f"{group}-high", f"{group}-low", f"{group}-later", f"{group}-held"]
         client.close()
+
+
+def test_backoff_doubles_up_to_its_cap_and_starts_over_after_a_reset():
+    backoff = Backoff(first=0.5, most=30.0)
+    assert [backoff.next() for _ in range(9)] == [0.5, 1, 2, 4, 8, 16, 30, 30, 30]
+    backoff.reset()
+    assert backoff.next() == 0.5

@@ -66,8 +66,9 @@ class Command(BaseCommand):
 
 
 def _log_to_stderr(verbosity: int) -> None:
-    """Show the worker's own log lines (warnings; with -v 2 also start/stop) on stderr."""
-    if not logger.handlers:
+    """Show the worker's own log lines (warnings; with -v 2 also start/stop) on stderr,
+    unless the project's logging already handles them (no line printed twice)."""
+    if not logger.hasHandlers():
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         logger.addHandler(handler)

@@ -19,7 +19,8 @@ busy-poll; the scheduler blocks until the next due time or lease deadline (at
 most ``max_wait`` seconds) and is woken early by an enqueue with a delay.
 SIGTERM/SIGINT finish the current task, then stop; a second signal exits at once
 (the task comes back through the reaper). When Redis is unreachable both log
-it, back off exponentially (0.5 s doubling to 30 s) and resume.
+it, back off exponentially (0.5 s doubling to 30 s) and resume; a worker keeps
+retrying to record the outcome of the task it just ran until Redis is back.
 """
 
 import logging
@@ -242,17 +243,20 @@ class Worker(_Stoppable):
         self, task_id: str, outcome: str, payload: dict[str, Any] | None, delay: float
     ) -> bool:
         # The work is done: keep trying to record it while Redis is away, unless stopping
-        # for good (then the lease expires and the task runs again: at least once).
+        # (then the lease expires and the task runs again: at least once).
         backoff = Backoff()
         while True:
             try:
                 return self.queue.settle(task_id, self.worker_id, outcome, payload, delay)
             except (redis.ConnectionError, redis.TimeoutError) as exc:
-                wait = backoff.next()
-                logger.warning("Redis unreachable recording task %s (%s)", task_id, exc)
-                if backoff.failures > 8:
+                if self.stopping:
                     return False
-                time.sleep(wait)
+                wait = backoff.next()
+                logger.warning(
+                    "Redis unreachable recording task %s (%s); retrying in %.1fs",
+                    task_id, exc, wait,
+                )  # fmt: skip
+                self._stop.wait(wait)
 
 
 class Scheduler(_Stoppable):
