@@ -11,6 +11,7 @@ redis-py's ``Script`` sends EVALSHA and falls back to EVAL once when the server
 does not know the script yet (after a restart or a failover).
 """
 
+import hashlib
 from functools import cache
 from importlib.resources import files
 
@@ -26,10 +27,27 @@ def source(name: str) -> str:
     return resource.read_text(encoding="utf-8")
 
 
+@cache
+def _sha(name: str) -> str:
+    return hashlib.sha1(source(name).encode("utf-8")).hexdigest()
+
+
+class _NamedScript(Script):
+    """redis-py's Script for ``<name>.lua``, with the SHA computed once per process."""
+
+    def __init__(self, client, name: str) -> None:
+        self.registered_client = client
+        self.script = source(name)
+        self.sha = _sha(name)
+
+
 def script(client, name: str) -> Script:
     """Return ``<name>.lua`` registered on ``client`` (a client, cluster client or pipeline).
 
-    The object is cheap to build: redis-py computes the SHA once per call here
-    and loads the script lazily on first use.
+    What ``client.register_script(source(name))`` gives, built without encoding and
+    hashing the source again (its SHA is computed once per process):
+    services build one on every call, on their hot paths. redis-py loads the script
+    lazily on first use; a client with a non-UTF-8 encoding gets a NoScriptError on
+    the first EVALSHA, and redis-py then loads the script and keeps the server's SHA.
     """
-    return client.register_script(source(name))
+    return _NamedScript(client, name)

@@ -1,6 +1,6 @@
 """Leases: exclusive, expiring ownership of one Redis key, with a heartbeat.
 
-A lease is a key holding a random owner token (uuid4 hex) with a TTL. Whoever
+A lease is a key holding a random owner token (32 hex digits) with a TTL. Whoever
 set the key owns it until it expires or is released; only the owner can extend
 or release it, each checked and done atomically in Lua (compare-and-PEXPIRE,
 compare-and-DEL). Locks (``services.locks``) stand on it; so can any component
@@ -40,11 +40,12 @@ if the counter survived.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+import os
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -114,9 +115,18 @@ def immediate_client(client: Any) -> Any:
     Leases and locks act on each reply at once (did the SET win?), which a
     pipeline only gives at execute().
     """
-    if isinstance(client, Pipeline | ClusterPipeline):
+    if client is None:
+        return get_redis()
+    if _is_pipeline(type(client)):
         raise TypeError("leases and locks need each reply at once: pass a client, not a pipeline")
-    return client if client is not None else get_redis()
+    return client
+
+
+@functools.cache
+def _is_pipeline(kind: type) -> bool:
+    # Cached per class: redis-py's classes make isinstance checks slow (typing Protocols),
+    # and a lock checks its client on every acquisition.
+    return issubclass(kind, Pipeline | ClusterPipeline)
 
 
 def to_ms(seconds: float) -> int:
@@ -148,25 +158,37 @@ class Lease:
         self.key = key
         self.ttl = validate_seconds(ttl, "lease ttl")
         self.client = immediate_client(client)
-        self.token = token or uuid.uuid4().hex
+        self.token = token or os.urandom(16).hex()  # 128 random bits, as hex
         self.fence_key = fence_key
         self.signal_key = signal_key
         self.on_lost = on_lost
         self.clock = clock
         self.fence: int | None = None
         self.renewals = 0
-        self.lost = threading.Event()
+        self._lost: threading.Event | None = None  # made on first use (see ``lost``)
         self._held = False
         self._confirmed_until = 0.0
         self._lost_reported = False
         self._report_lock = threading.Lock()
-        self._stop = threading.Event()
+        # Made by start_heartbeat: most leases never have a heartbeat.
+        self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
 
     @property
     def held(self) -> bool:
         """Whether this holder acquired the lease and has not released or lost it."""
-        return self._held and not self.lost.is_set()
+        return self._held and not (self._lost is not None and self._lost.is_set())
+
+    @property
+    def lost(self) -> threading.Event:
+        """A threading.Event set once this holder is found to have lost the lease."""
+        # Made on first use: most leases are taken and released without anyone waiting
+        # on it, and an Event costs more than the rest of the object.
+        if self._lost is None:
+            with self._report_lock:
+                if self._lost is None:
+                    self._lost = threading.Event()
+        return self._lost
 
     # -- acquisition ----------------------------------------------------------------
 
@@ -219,7 +241,8 @@ class Lease:
         self._confirmed_until = sent + self.ttl
         self.fence = fence
         self.renewals = 0
-        self.lost.clear()
+        if self._lost is not None:
+            self._lost.clear()
         self._lost_reported = False
         self._held = True
 
@@ -305,10 +328,10 @@ class Lease:
             raise RuntimeError(f"lease {self.key!r} is not held; acquire it first")
         if self._thread is not None and self._thread.is_alive():
             raise RuntimeError(f"lease {self.key!r} already has a heartbeat")
-        self._stop.clear()
+        self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._beat,
-            args=(interval, max_renewals),
+            args=(interval, max_renewals, self._stop),
             name=f"lease-heartbeat {self.key}",
             daemon=True,
         )
@@ -316,15 +339,17 @@ class Lease:
 
     def stop_heartbeat(self) -> None:
         """Stop the heartbeat thread, if any, and wait for it to finish."""
-        self._stop.set()
         thread, self._thread = self._thread, None
-        if thread is not None and thread is not threading.current_thread():
+        if thread is None or self._stop is None:
+            return
+        self._stop.set()
+        if thread is not threading.current_thread():
             thread.join()
 
-    def _beat(self, interval: float, max_renewals: int | None) -> None:
-        while not self._stop.wait(interval):
+    def _beat(self, interval: float, max_renewals: int | None, stop: threading.Event) -> None:
+        while not stop.wait(interval):
             if max_renewals is not None and self.renewals >= max_renewals:
-                self._expire_quietly()
+                self._expire_quietly(stop)
                 return
             try:
                 extended = self.extend()
@@ -338,9 +363,9 @@ class Lease:
                 return
             self.renewals += 1
 
-    def _expire_quietly(self) -> None:
+    def _expire_quietly(self, stop: threading.Event) -> None:
         # The renewal cap is reached: wait for the last extension to run out, then tell.
-        while not self._stop.wait(max(0.001, self._confirmed_until - self.clock())):
+        while not stop.wait(max(0.001, self._confirmed_until - self.clock())):
             try:
                 left = self.remaining()
             except UNREACHABLE:

@@ -7,7 +7,7 @@
         fenced_update(Item.objects, pk, lock.fence, price=10)
 
 Acquisition is one Lua script (``lease_acquire``): SET NX PX of a fresh owner
-token (uuid4 hex) plus INCR of the lock's fence counter, so there is no
+token (128 random bits) plus INCR of the lock's fence counter, so there is no
 window where the key exists without a TTL and every holder gets a fencing
 token strictly greater than all earlier ones (``lock.fence``). Release and
 extension check the token and act in one script each, so a holder can never
