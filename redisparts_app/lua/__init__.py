@@ -29,7 +29,7 @@ def source(name: str) -> str:
 
 @cache
 def _sha(name: str) -> str:
-    return hashlib.sha1(source(name).encode("utf-8")).hexdigest()
+    return hashlib.sha1(source(name).encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
 class _NamedScript(Script):

@@ -77,8 +77,12 @@ COMPONENT = "lock"
 
 def lock_keys(name: str) -> tuple[str, str, str]:
     """Return the owner, fence and signal keys of lock ``name`` (validated first)."""
-    name = keys.validate_key_part(name, "lock name")
-    return tuple(keys.make_key(COMPONENT, name, role) for role in ("owner", "fence", "signal"))
+    return _role_keys(keys.validate_key_part(name, "lock name"))
+
+
+def _role_keys(valid_name: str) -> tuple[str, str, str]:
+    base = keys.make_key(COMPONENT, valid_name)
+    return f"{base}:owner", f"{base}:fence", f"{base}:signal"
 
 
 class Lock:
@@ -104,7 +108,7 @@ class Lock:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = keys.validate_key_part(name, "lock name")
-        self.owner_key, self.fence_key, self.signal_key = lock_keys(self.name)
+        self.owner_key, self.fence_key, self.signal_key = _role_keys(self.name)
         self.ttl = validate_seconds(app_settings.LOCK_TTL if ttl is None else ttl, "lock ttl")
         self.timeout = validate_seconds(
             app_settings.LOCK_TIMEOUT if timeout is None else timeout, "lock timeout"
