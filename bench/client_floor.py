@@ -57,10 +57,10 @@ def paths(client) -> dict[str, Callable[[], object]]:
         "GET": lambda: client.get("bench:key"),
         "SET": lambda: client.set("bench:key", "xxx"),
         "ZADD": lambda: client.zadd("bench:zset", {"member": 1}),
-        "presence.is_online (ZSCORE)": lambda: presence.is_online("alice", client=client),
-        "RecentContacts.add (EVALSHA)": lambda: contacts.add("Bob"),
-        "AddressBook.complete, lex (EVALSHA)": lambda: book.complete("an"),
-        "Lock.try_acquire on a held lock (EVALSHA)": waiter.try_acquire,
+        "presence.is_online": lambda: presence.is_online("alice", client=client),
+        "RecentContacts.add": lambda: contacts.add("Bob"),
+        "AddressBook.complete (lex)": lambda: book.complete("an"),
+        "Lock.try_acquire, lock held": waiter.try_acquire,
     }
 
 
@@ -112,10 +112,11 @@ def transport_section(ctx: Context, transport: str) -> Section:
     have_benchmark = redis_benchmark_path() is not None
     seconds = ctx.seconds(1.0, quick=0.2)
     variants = {}
+    sent = {}
     for label, call in calls.items():
         variants[label] = lambda call=call: rate(call, seconds)
+        command = sent[label] = record(server, label)
         if have_benchmark:
-            command = record(server, label)
             # About as many requests as redis-py makes in the same time, for similar runs.
             requests = max(2000, int(rate(call, 0.1) * seconds * 1.5))
             variants[f"{label}|bench"] = lambda c=command, n=requests: redis_benchmark(server, c, n)
@@ -127,6 +128,7 @@ def transport_section(ctx: Context, transport: str) -> Section:
         rows.append(
             [
                 label,
+                sent[label][0].decode(),
                 samples.median(label),
                 samples.spread(label),
                 samples.median(bench) if have_benchmark else None,
@@ -141,7 +143,7 @@ def transport_section(ctx: Context, transport: str) -> Section:
         notes.append("redis-benchmark not found on PATH (Debian: redis-tools): column skipped")
     return Section(
         title=f"Client floor, {transport}: one command at a time on one connection",
-        columns=["path", "calls/s", "range", "redis-benchmark -c 1", "ratio"],
+        columns=["path", "command", "calls/s", "range", "redis-benchmark -c 1", "ratio"],
         rows=rows,
         ratios=ratios,
         notes=notes,

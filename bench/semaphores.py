@@ -190,11 +190,13 @@ def single_process(ctx: Context) -> Section:
     )
 
 
-def contend_worker(url: str, label: str, seconds: float) -> int:
+def contend_worker(url: str, label: str, seconds: float) -> tuple[float, float, int]:
     conn = redis.Redis.from_url(url)
     enter = conn.register_script(ENTER_LUA)
     acquire, release = contender(conn, label, LIMIT, wait=1.0)
+    conn.ping()  # connected before the clock starts
     entries = 0
+    started = time.perf_counter()
     stop = time.monotonic() + seconds
     while time.monotonic() < stop:
         identifier = acquire()
@@ -206,14 +208,15 @@ def contend_worker(url: str, label: str, seconds: float) -> int:
         conn.decr(ACTIVE)
         release(identifier)
         entries += 1
-    return entries
+    return started, time.perf_counter(), entries
 
 
 def contended_run(ctx: Context, label: str, seconds: float) -> dict[str, float]:
     client = ctx.client()
-    started = time.perf_counter()
-    entries = run_processes(contend_worker, [(ctx.url(), label, seconds)] * PROCESSES)
-    elapsed = time.perf_counter() - started
+    results = run_processes(contend_worker, [(ctx.url(), label, seconds)] * PROCESSES)
+    # From the first process's start to the last one's end: process start-up is left out.
+    elapsed = max(end for _, end, _ in results) - min(start for start, _, _ in results)
+    entries = [count for _, _, count in results]
     return {
         "acquisitions_per_s": sum(entries) / elapsed,
         "highest": int(client.get(HIGHEST) or 0),

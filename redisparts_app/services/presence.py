@@ -70,10 +70,14 @@ def friends_key(user: str) -> str:
 
 def _window(now: float) -> tuple[list[str], float]:
     """Return the window's minute keys and its start (Unix seconds)."""
-    minutes = app_settings.PRESENCE_WINDOW_MINUTES
-    current = int(now // 60)
-    first = current - minutes + 1
-    return [minute_key(m) for m in range(first, current + 1)], first * 60.0
+    start = _window_start(now)
+    first = int(start // 60)
+    return [minute_key(m) for m in range(first, int(now // 60) + 1)], start
+
+
+def _window_start(now: float) -> float:
+    """Return the start of the window (Unix seconds): the first of its minutes."""
+    return (int(now // 60) - app_settings.PRESENCE_WINDOW_MINUTES + 1) * 60.0
 
 
 def _ttl() -> int:
@@ -116,7 +120,7 @@ def online_users(*, method: Method = "seen", client=None, clock: Clock = time.ti
 def is_online(user: str, *, client=None, clock: Clock = time.time) -> bool:
     """Return whether ``user`` was active in the window."""
     user = validate_key_part(user, "user")
-    _keys, start = _window(clock())
+    start = _window_start(clock())
     client = client if client is not None else get_redis()
     seen = client.zscore(seen_key(), user)
     return seen is not None and seen >= start
