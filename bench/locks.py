@@ -21,7 +21,8 @@ from __future__ import annotations
 import time
 import warnings
 
-from bench.harness import Check, Context, Ratio, Section, alternate, main, rate, run_processes
+from bench.harness import Check, Context, Ratio, Section, alternate, main, run_processes
+from bench.paired import interleaved
 
 PROCESSES = 4
 INCREMENTS = 500
@@ -64,12 +65,12 @@ def uncontended(ctx: Context) -> Section:
     for label in LABELS:
         acquire, release = make_lock(label, client, f"u-{label}")
 
-        def pair(acquire=acquire, release=release) -> None:
+        def pair(_number: int, acquire=acquire, release=release) -> None:
             acquire()
             release()
 
-        pairs[label] = lambda pair=pair: rate(pair, ctx.seconds(1.5))
-    samples = alternate(pairs, ctx.repetitions, warmup=True)
+        pairs[label] = pair
+    samples = interleaved(pairs, ctx.seconds(2.0), ctx.repetitions)
     rows = [
         [
             LABELS[label],
@@ -93,7 +94,8 @@ def uncontended(ctx: Context) -> Section:
             Ratio("redisparts / pottery Redlock", samples.ratio("redisparts", "pottery")),
         ],
         notes=[
-            f"median of {ctx.repetitions} rounds, variants alternating; range = min..max",
+            f"{ctx.repetitions} rounds; in each, the variants take turns pair by pair and a "
+            "figure is 1 / the median time of a pair; range = min..max of the rounds",
             "redisparts also draws a fencing token (INCR) in its acquire script",
         ],
     )

@@ -21,7 +21,8 @@ import uuid
 
 import redis
 
-from bench.harness import Check, Context, Ratio, Section, alternate, main, rate, run_processes
+from bench.harness import Check, Context, Ratio, Section, alternate, main, run_processes
+from bench.paired import interleaved
 
 PROCESSES = 8
 LIMIT = 3
@@ -161,8 +162,8 @@ def single_process(ctx: Context) -> Section:
     variants = {}
     for label in labels:
         acquire, release = contender(client, label, LIMIT)
-        variants[label] = lambda a=acquire, r=release: rate(lambda: r(a()), ctx.seconds(1.5))
-    samples = alternate(variants, ctx.repetitions, warmup=True)
+        variants[label] = lambda _number, a=acquire, r=release: r(a())
+    samples = interleaved(variants, ctx.seconds(2.0), ctx.repetitions)
     return Section(
         title="Semaphores, one process: acquire + release pairs/s (TCP loopback)",
         columns=["semaphore", "pairs/s", "range", "redisparts fair / this"],
@@ -186,7 +187,10 @@ def single_process(ctx: Context) -> Section:
                 samples.ratio("redisparts fair", "book fair + lock"),
             ),
         ],
-        notes=[f"median of {ctx.repetitions} rounds, variants alternating"],
+        notes=[
+            f"{ctx.repetitions} rounds; in each, the variants take turns pair by pair and a "
+            "figure is 1 / the median time of a pair"
+        ],
     )
 
 

@@ -34,10 +34,10 @@ if fair then
   ticket = redis.call('INCR', KEYS[4])
   redis.call('ZADD', KEYS[3], ticket, ARGV[1])
 end
--- The keys outlive every live permit: each write extends them to at least its timeout.
+-- The keys live exactly as long as the latest live permit (deadlines are on the clock of
+-- "now", so this holds for the callers' clocks too): one read instead of a PTTL per key.
+local latest = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
 for i = 1, math.min(#KEYS, 3) do
-  if redis.call('PTTL', KEYS[i]) < timeout then
-    redis.call('PEXPIRE', KEYS[i], timeout)
-  end
+  redis.call('PEXPIRE', KEYS[i], latest - now)
 end
 return ticket

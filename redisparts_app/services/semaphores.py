@@ -55,10 +55,10 @@ noticed. Waiters are not served in order of arrival.
 
 import json
 import math
+import os
 import re
 import time
 import unicodedata
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -139,7 +139,7 @@ class Semaphore:
         """
         wait = _check_seconds(wait, "wait", positive=False, ceiling=MAX_TIMEOUT)
         reason = _check_reason(reason)
-        holder_id = uuid.uuid4().hex
+        holder_id = os.urandom(16).hex()  # 128 random bits, as 32 hex digits
         deadline = self._clock() + wait
         backoff = MIN_BACKOFF
         while True:
