@@ -18,14 +18,15 @@ redisparts blocks in BLPOP until a release wakes one waiter):
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 
-from bench.harness import Check, Context, Ratio, Section, alternate, main, run_processes
-from bench.paired import interleaved
+from bench.harness import Check, Context, Ratio, Section, alternate, main, rate, run_processes
 
 PROCESSES = 4
 INCREMENTS = 500
+SLICE, SLICES = 0.3, 5  # uncontended: seconds per measurement, rounds per repetition
 TTL = 10  # seconds; long enough for any wait in a run, so no lock expires under load
 COUNTER, DONE = "bench:counter", "bench:done"
 
@@ -59,26 +60,47 @@ def make_lock(label: str, client, name: str):
     return lock.acquire, lock.release
 
 
+def script_floor(client):
+    """Return a pair of bare EVALSHA of the lock's acquire and release scripts."""
+    from redisparts_app import lua
+    from redisparts_app.services.locks import lock_keys
+
+    owner, fence, signal = lock_keys("u-floor")
+    acquire = client.script_load(lua.source("lease_acquire"))
+    release = client.script_load(lua.source("lease_release"))
+
+    def pair() -> None:
+        token = os.urandom(16).hex()
+        client.execute_command("EVALSHA", acquire, 2, owner, fence, token, TTL * 1000)
+        client.execute_command("EVALSHA", release, 2, owner, signal, token, 2000)
+
+    return pair
+
+
 def uncontended(ctx: Context) -> Section:
     client = ctx.client()
     pairs = {}
     for label in LABELS:
         acquire, release = make_lock(label, client, f"u-{label}")
 
-        def pair(_number: int, acquire=acquire, release=release) -> None:
+        def pair(acquire=acquire, release=release) -> None:
             acquire()
             release()
 
-        pairs[label] = pair
-    samples = interleaved(pairs, ctx.seconds(2.0), ctx.repetitions)
+        pairs[label] = lambda pair=pair: rate(pair, ctx.seconds(SLICE))
+    floor = script_floor(client)
+    pairs["floor"] = lambda: rate(floor, ctx.seconds(SLICE))
+    # Many short slices in turn: each ratio compares runs a fraction of a second apart.
+    samples = alternate(pairs, ctx.repetitions * SLICES, warmup=True)
+    names = {**LABELS, "floor": "floor: the 2 scripts, bare"}
     rows = [
         [
-            LABELS[label],
+            names[label],
             samples.median(label),
             samples.spread(label),
             samples.ratio("redisparts", label),
         ]
-        for label in LABELS
+        for label in [*LABELS, "floor"]
     ]
     return Section(
         title="Locks, uncontended: acquire + release pairs/s (one process, TCP loopback)",
@@ -92,11 +114,17 @@ def uncontended(ctx: Context) -> Section:
                 1.4,
             ),
             Ratio("redisparts / pottery Redlock", samples.ratio("redisparts", "pottery")),
+            Ratio(
+                "floor (2 bare EVALSHA) / python-redis-lock",
+                samples.ratio("floor", "python-redis-lock"),
+            ),
         ],
         notes=[
-            f"{ctx.repetitions} rounds; in each, the variants take turns pair by pair and a "
-            "figure is 1 / the median time of a pair; range = min..max of the rounds",
+            f"{ctx.repetitions * SLICES} rounds of {SLICE:g} s per variant, variants taking "
+            "turns; figures are medians, range = min..max of the rounds",
             "redisparts also draws a fencing token (INCR) in its acquire script",
+            "floor: redisparts' two scripts sent with execute_command and nothing else, "
+            "the fastest any acquire + release of two round trips can be from redis-py",
         ],
     )
 
