@@ -28,6 +28,7 @@ from bench.harness import (
     redis_benchmark_path,
 )
 
+SLICE, SLICES = 0.3, 3  # seconds per measurement, rounds per repetition
 TARGET = 0.5  # our single-command paths reach at least half of redis-benchmark -c 1
 REDIS_PY = ("GET", "SET", "ZADD")
 
@@ -110,7 +111,7 @@ def transport_section(ctx: Context, transport: str) -> Section:
     prepare(client)
     calls = paths(client)
     have_benchmark = redis_benchmark_path() is not None
-    seconds = ctx.seconds(1.0, quick=0.2)
+    seconds = ctx.seconds(SLICE, quick=0.2)
     variants = {}
     sent = {}
     for label, call in calls.items():
@@ -120,7 +121,8 @@ def transport_section(ctx: Context, transport: str) -> Section:
             # About as many requests as redis-py makes in the same time, for similar runs.
             requests = max(2000, int(rate(call, 0.1) * seconds * 1.5))
             variants[f"{label}|bench"] = lambda c=command, n=requests: redis_benchmark(server, c, n)
-    samples = alternate(variants, ctx.repetitions, warmup=True)
+    # Many short slices in turn: each ratio compares runs a fraction of a second apart.
+    samples = alternate(variants, ctx.repetitions * SLICES, warmup=True)
     rows, ratios = [], []
     for label in calls:
         bench = f"{label}|bench"
@@ -138,7 +140,10 @@ def transport_section(ctx: Context, transport: str) -> Section:
         if have_benchmark:
             target = None if label in REDIS_PY else TARGET
             ratios.append(Ratio(f"{label} / redis-benchmark -c 1", ratio, target))
-    notes = [f"median of {ctx.repetitions} rounds, Python and redis-benchmark alternating"]
+    notes = [
+        f"{ctx.repetitions * SLICES} rounds of about {seconds:g} s per variant, Python and "
+        "redis-benchmark taking turns; figures and ratios are medians of the rounds"
+    ]
     if not have_benchmark:
         notes.append("redis-benchmark not found on PATH (Debian: redis-tools): column skipped")
     return Section(
