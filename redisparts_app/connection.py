@@ -12,10 +12,15 @@ Every shape but CACHE takes ``"OPTIONS"``: keyword arguments for the redis-py
 client (``socket_timeout``, ``password``, ...); SENTINELS also takes
 ``"SENTINEL_OPTIONS"`` for the connections to the sentinels themselves.
 Clients return bytes (no ``decode_responses``), like django-redis' raw client.
+
+On a Redis Cluster, ``slot_client`` and ``by_node`` take a service from the
+cluster client to the plain client of one primary: for MULTI/WATCH, which
+redis-py 5.2's cluster client refuses, and for scripts pipelined per node.
 """
 
 import threading
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -24,6 +29,7 @@ from django.dispatch import receiver
 from redis import Redis
 from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel
+from redis.typing import KeyT
 
 from .conf import app_settings
 from .exceptions import ConnectionNotConfigured
@@ -131,6 +137,43 @@ def build_client(config: dict[str, Any]) -> Redis:
         **options,
     )
     return sentinel.master_for(config["SERVICE_NAME"], db=config.get("DB", 0))
+
+
+def slot_client(client: Any, key: KeyT) -> Any:
+    """Return a client of the server holding ``key``: ``client`` unless it is a cluster client.
+
+    For a RedisCluster, the plain client of the primary that owns ``key``'s slot,
+    whose pipelines can WATCH and MULTI (redis-py 5.2's cluster pipelines cannot).
+    Correct for a transaction whose keys all share ``key``'s hash tag, as every
+    transaction of the services does: one server holds them all. The slot map is
+    the cluster client's; during a failover or resharding the call fails with a
+    Redis error, as any call does then, until the cluster client has refreshed it.
+    """
+    if isinstance(client, RedisCluster):
+        return client.get_node_from_key(key).redis_connection
+    return client
+
+
+T = TypeVar("T")
+
+
+def by_node(
+    client: Any, items: Iterable[T], key_of: Callable[[T], KeyT]
+) -> list[tuple[Any, list[T]]]:
+    """Group ``items`` by the server holding ``key_of(item)``: [(server client, items), ...].
+
+    ``client`` itself with every item unless it is a cluster client; then one group
+    per primary holding any of the keys, items in their original order. A pipeline
+    per group is one round trip per node, however many items.
+    """
+    items = list(items)
+    if not isinstance(client, RedisCluster):
+        return [(client, items)] if items else []
+    groups: dict[Hashable, tuple[Any, list[T]]] = {}
+    for item in items:
+        node = client.get_node_from_key(key_of(item))
+        groups.setdefault(node.name, (node.redis_connection, []))[1].append(item)
+    return list(groups.values())
 
 
 def reset_clients() -> None:

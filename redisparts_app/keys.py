@@ -11,6 +11,7 @@ import unicodedata
 from collections.abc import Iterator
 from functools import cache
 
+from redis.cluster import RedisCluster
 from redis.crc import key_slot
 from redis.typing import KeyT
 
@@ -97,6 +98,29 @@ def scan_keys(client, pattern: str, count: int = 500) -> Iterator[bytes]:
     On a Redis Cluster client, redis-py scans every primary.
     """
     yield from client.scan_iter(match=pattern, count=count)
+
+
+def scan_step(client, cursor: int, pattern: str, count: int) -> tuple[int, list[bytes]]:
+    """One SCAN call from ``cursor``: return the next cursor (0 when the walk is over) and keys.
+
+    On a Redis Cluster client the walk visits the primaries one after the other,
+    in address order; the cursor packs the primary's position with that primary's
+    own SCAN cursor, so a caller pages through the whole cluster with one integer.
+    A failover or resharding in the middle of a walk may skip or repeat keys.
+    """
+    if not isinstance(client, RedisCluster):
+        next_cursor, batch = client.scan(cursor, match=pattern, count=count)
+        return int(next_cursor), batch
+    primaries = sorted(client.get_primaries(), key=lambda node: node.name)
+    index, node_cursor = cursor % len(primaries), cursor // len(primaries)
+    node_cursor, batch = primaries[index].redis_connection.scan(
+        node_cursor, match=pattern, count=count
+    )
+    if node_cursor == 0:
+        index += 1
+        if index == len(primaries):
+            return 0, batch
+    return int(node_cursor) * len(primaries) + index, batch
 
 
 def slot_of(key: KeyT) -> int:

@@ -3,6 +3,11 @@
 By default a throwaway server on a unix socket in a temp folder. Set
 REDISPARTS_TEST_REDIS_URL to run against an external server instead; its
 database must be empty, since every test flushes it.
+
+Tests marked ``cluster`` (a whole module, with ``pytestmark``) run twice: on that
+server and on a Redis Cluster (3 masters, 3 replicas) started once per session,
+reached through the same default connection alias, so the services run unchanged
+on both. ``single_server`` leaves a test of such a module out of the cluster run.
 """
 
 import os
@@ -12,8 +17,9 @@ import pytest
 import redis
 from django.test import override_settings
 
-from redisparts_app.connection import get_redis
-from redisparts_app.testing import RedisServer
+from redisparts_app import conf
+from redisparts_app.connection import get_redis, reset_clients
+from redisparts_app.testing import LocalCluster, RedisServer
 
 EXTERNAL_URL_ENV = "REDISPARTS_TEST_REDIS_URL"
 
@@ -44,9 +50,52 @@ def _redis_settings(redis_url: str) -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One local Redis Cluster for the session: 3 masters and 3 replicas on loopback."""
+    cluster = LocalCluster(tmp_path_factory.mktemp("cluster"), masters=3, replicas=1)
+    cluster.start(timeout=60.0)
+    yield cluster
+    cluster.stop()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    test = metafunc.definition
+    if test.get_closest_marker("cluster") and not test.get_closest_marker("single_server"):
+        metafunc.parametrize("redis_backend", ["server", "cluster"], indirect=True)
+
+
+@pytest.fixture
+def redis_backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """"server" (the session's server) or "cluster" (tests marked cluster get both).
+
+    For the cluster the default connection of the settings' defaults points at the
+    session cluster, so tests that override REDISPARTS with a few settings keep it.
+    """
+    backend = getattr(request, "param", "server")
+    if backend != "cluster":
+        yield backend
+        return
+    cluster = request.getfixturevalue("redis_cluster")
+    server_connections = conf.DEFAULTS["CONNECTIONS"]
+    conf.DEFAULTS["CONNECTIONS"] = {"default": {"CLUSTER": cluster.startup_nodes}}
+    conf.app_settings.reload()
+    reset_clients()
+    try:
+        yield backend
+    finally:
+        get_redis().close()
+        conf.DEFAULTS["CONNECTIONS"] = server_connections
+        conf.app_settings.reload()
+        reset_clients()
+
+
 @pytest.fixture(autouse=True)
-def redis_client(_redis_settings: None) -> Iterator[redis.Redis]:
-    """The default connection, on a database flushed before and after the test."""
+def redis_client(_redis_settings: None, redis_backend: str) -> Iterator[redis.Redis]:
+    """The default connection, on a database flushed before and after the test.
+
+    On the cluster a RedisCluster client, whose FLUSHDB goes to every master.
+    """
     client = get_redis()
     client.flushdb()
     yield client

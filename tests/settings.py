@@ -3,7 +3,12 @@
 from marketplace.settings import *  # noqa: F403
 
 # The session fixture in conftest.py points CACHES at its own redis-server.
-REDISPARTS = {**REDISPARTS, "EMBEDDED": None}  # noqa: F405
+# CONNECTIONS stays at its default (conftest.py points the default at a cluster for
+# tests marked cluster).
+REDISPARTS = {
+    **{name: value for name, value in REDISPARTS.items() if name != "CONNECTIONS"},  # noqa: F405
+    "EMBEDDED": None,
+}
 CACHES = {
     "default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": "redis://127.0.0.1:1/0"}
 }

@@ -27,8 +27,9 @@ from redisparts_app.services.autocomplete import (
     validate_prefix,
     word_starts,
 )
-from redisparts_app.testing import LocalCluster
 from tests.processes import CONTEXT, run_in_processes
+
+pytestmark = pytest.mark.cluster
 
 METHODS = ["lex", "book"]
 # A server that is never reached: a call to it would raise ConnectionError, not bad input.
@@ -434,38 +435,34 @@ def test_suggest_merges_recent_then_guild_then_most_picked():
 # --- Redis Cluster -------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_runs_unchanged_on_a_redis_cluster(tmp_path):
-    with LocalCluster(tmp_path / "cluster", masters=3, replicas=0) as cluster:
-        connections = {"default": {"CLUSTER": cluster.startup_nodes}}
-        with override_settings(REDISPARTS={"CONNECTIONS": connections}):
-            guilds = ["knights", "mages", "thieves", "bards", "monks", "druids"]
-            slots = {keys.slot_of(AddressBook(g, client=DEAD).index_key) // 5462 for g in guilds}
-            assert len(slots) == 3  # the guilds live on every primary
-            for guild in guilds:
-                AddressBook(guild).join_many(["Hôtel", "Anna Lee", "李小龙", "Zoë", "Zoey"])
-                for method in METHODS:
-                    book = AddressBook(guild, method=method)
-                    assert book.complete("ZOË") == ["Zoë", "Zoey"]
-                    assert book.complete("lee") == ["Anna Lee"]
-                assert AddressBook(guild).leave("Zoey") is True
-            contacts = RecentContacts("ann")
-            for name in ["Hôtel", "Zoë", "Hôtel"]:
-                contacts.add(name)
-            assert contacts.names() == ["Hôtel", "Zoë"]
-            assert suggest("ann", "knights", "z", method="book") == ["Zoë"]
-            assert suggest("ann", "knights", "", limit=3) == ["Hôtel", "Zoë", "Anna Lee"]
-            # The book method's WATCH runs on the primary of the guild's slot.
-            book = AddressBook("mages", method="book")
-            writer = AddressBook("mages")
+def test_guilds_spread_over_the_slots_complete_with_both_methods():
+    guilds = ["knights", "mages", "thieves", "bards", "monks", "druids"]
+    slots = {keys.slot_of(AddressBook(g, client=DEAD).index_key) // 5462 for g in guilds}
+    assert len(slots) == 3  # the guilds live on every primary
+    for guild in guilds:
+        AddressBook(guild).join_many(["Hôtel", "Anna Lee", "李小龙", "Zoë", "Zoey"])
+        for method in METHODS:
+            book = AddressBook(guild, method=method)
+            assert book.complete("ZOË") == ["Zoë", "Zoey"]
+            assert book.complete("lee") == ["Anna Lee"]
+        assert AddressBook(guild).leave("Zoey") is True
+    contacts = RecentContacts("ann")
+    for name in ["Hôtel", "Zoë", "Hôtel"]:
+        contacts.add(name)
+    assert contacts.names() == ["Hôtel", "Zoë"]
+    assert suggest("ann", "knights", "z", method="book") == ["Zoë"]
+    assert suggest("ann", "knights", "", limit=3) == ["Hôtel", "Zoë", "Anna Lee"]
+    # The book method's WATCH runs on the primary of the guild's slot.
+    book = AddressBook("mages", method="book")
+    writer = AddressBook("mages")
 
-            def write_once(attempt: int) -> None:
-                if attempt == 1:
-                    writer.join("Zed")
+    def write_once(attempt: int) -> None:
+        if attempt == 1:
+            writer.join("Zed")
 
-            assert book.complete("z", on_watched=write_once) == ["Zed", "Zoë"]
-            assert book.conflicts == 1
-            assert sentinels_in(book.client, book.index_key) == []
+    assert book.complete("z", on_watched=write_once) == ["Zed", "Zoë"]
+    assert book.conflicts == 1
+    assert sentinels_in(book.client, book.index_key) == []
 
 
 # --- bad input -------------------------------------------------------------------------

@@ -19,7 +19,10 @@ from redisparts_app.services.config import (
     set_config,
     set_maintenance,
 )
+from tests.counting import command_calls
 from tests.processes import run_in_processes
+
+pytestmark = pytest.mark.cluster
 
 
 class Clock:
@@ -40,8 +43,8 @@ def _fresh_cache():
 
 
 def gets(client) -> int:
-    """GET commands the server has executed so far (INFO commandstats)."""
-    return client.info("commandstats").get("cmdstat_get", {}).get("calls", 0)
+    """GET commands the server (every primary of a cluster) has executed so far."""
+    return command_calls(client, "get")
 
 
 def test_config_round_trip_and_missing_config_is_empty(redis_client):

@@ -19,6 +19,8 @@ from redisparts_app.services.counters import (
 )
 from tests.processes import CONTEXT, run_in_processes
 
+pytestmark = pytest.mark.cluster
+
 D = 1_700_000_000 - 1_700_000_000 % 86400  # midnight UTC of some day (epoch seconds)
 PRECISIONS = [1, 5, 60, 300, 3600, 18000, 86400]
 

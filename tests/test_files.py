@@ -38,6 +38,8 @@ from redisparts_app.services.files import (
 )
 from tests.processes import run_in_processes
 
+pytestmark = pytest.mark.cluster
+
 ROOT = Path(__file__).resolve().parent.parent
 FAST = {"poll_interval": 0.005, "wait_timeout": 60}
 
@@ -277,6 +279,7 @@ def _spread_role(role: str, folder: str, processor: str):
 
 
 @pytest.mark.slow
+@pytest.mark.single_server  # MULTI snapshot across files
 def test_three_processor_processes_each_see_every_file_within_the_limit(tmp_path, redis_client):
     contents = _many_files(tmp_path)
     # More than the limit in all, so the uploader has to wait for processed files.
@@ -500,6 +503,7 @@ def test_commands_copy_and_process(tmp_path, redis_client):
 )
 def test_commands_report_bad_input(tmp_path, redis_client, command, options, message):
     write(tmp_path, "a.log", b"four")
+    options = dict(options)  # the parameter is shared by the server and cluster runs
     args = [options.pop("folder", str(tmp_path))] if command == "rp_copy_logs" else []
     defaults = {"channel": "c", "limit": 1000} if command == "rp_copy_logs" else {}
     if command == "rp_process_logs":
@@ -510,6 +514,7 @@ def test_commands_report_bad_input(tmp_path, redis_client, command, options, mes
 
 
 @pytest.mark.slow
+@pytest.mark.single_server  # a subprocess given REDIS_URL
 def test_ctrl_c_stops_rp_copy_logs_and_deletes_the_channel(tmp_path, redis_url, redis_client):
     folder = tmp_path / "logs"
     folder.mkdir()

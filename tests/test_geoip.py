@@ -13,6 +13,8 @@ from redisparts_app.services import geoip
 from redisparts_app.services.geoip import City, find_city, import_geoip, ip_to_score
 from tests.processes import run_in_processes
 
+pytestmark = pytest.mark.cluster
+
 BLOCK_HEADER = ["network", "geoname_id", "registered_country_geoname_id"]
 LOCATION_HEADER = [
     "geoname_id", "locale_code", "continent_code", "continent_name", "country_iso_code",

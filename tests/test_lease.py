@@ -6,13 +6,15 @@ import pytest
 from redisparts_app.exceptions import InvalidDuration, RedisPartsError
 from redisparts_app.services.lease import Lease, validate_seconds
 from redisparts_app.testing import wait_until
-from tests.counting import CountingRedis
+from tests.counting import CountingRedis, counting_like
+
+pytestmark = pytest.mark.cluster
 
 KEY = "rp:job:{nightly}:lease"
 
 
-def test_acquire_is_one_set_nx_px_with_a_unique_token(redis_client, redis_url):
-    counting = CountingRedis.from_url(redis_url)
+def test_acquire_is_one_set_nx_px_with_a_unique_token(redis_client):
+    counting = counting_like(redis_client)
     lease = Lease(KEY, 2.0, client=counting)
     assert lease.acquire()
     assert counting.commands == ["SET"]

@@ -9,7 +9,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from redisparts_app import keys
-from redisparts_app.connection import get_redis
+from redisparts_app.connection import get_redis, slot_client
 from redisparts_app.exceptions import (
     InvalidDuration,
     InvalidKeyPart,
@@ -18,10 +18,11 @@ from redisparts_app.exceptions import (
     RedisPartsError,
 )
 from redisparts_app.services.locks import HeldLock, Lock, fenced_update, held_locks, lock_keys
-from redisparts_app.testing import LocalCluster
-from tests.counting import CountingRedis
+from tests.counting import CountingRedis, counting_like
 from tests.fencing.models import FencedRecord
 from tests.processes import CONTEXT, run_in_processes
+
+pytestmark = pytest.mark.cluster
 
 READY = "test:locks:ready"
 RESUME = "test:locks:resume"
@@ -103,7 +104,7 @@ def test_each_acquisition_gets_a_new_owner_token(redis_client):
 def test_try_acquire_makes_one_attempt(redis_client):
     holder = Lock("reports", ttl=2, timeout=1)
     assert holder.try_acquire() == 1
-    counting = CountingRedis(connection_pool=redis_client.connection_pool)
+    counting = counting_like(redis_client)
     assert Lock("reports", ttl=2, timeout=1, client=counting).try_acquire() is None
     assert counting.commands == ["EVALSHA"]
 
@@ -222,6 +223,7 @@ def test_rp_locks_lists_held_locks_as_a_table_and_as_json(redis_client, capsys):
     assert 0 < row["ttl"] <= 10
 
 
+@pytest.mark.single_server  # points CACHES at a dead server
 def test_rp_locks_exits_3_when_redis_is_unreachable():
     caches = {
         "default": {
@@ -354,7 +356,8 @@ def _hold_until_a_waiter_blocks(name: str) -> None:
     lock.acquire()
     client.rpush(READY, lock.fence)
     deadline = time.monotonic() + 30
-    while client.info("clients")["blocked_clients"] < 1:
+    server = slot_client(client, lock_keys(name)[2])  # the server of the wake-up list
+    while server.info("clients")["blocked_clients"] < 1:
         if time.monotonic() > deadline:
             raise AssertionError("no waiter blocked on the lock")
         time.sleep(0.02)
@@ -362,12 +365,12 @@ def _hold_until_a_waiter_blocks(name: str) -> None:
 
 
 @pytest.mark.slow
-def test_waiter_wakes_on_the_release_signal_without_polling(redis_client, redis_url):
+def test_waiter_wakes_on_the_release_signal_without_polling(redis_client):
     child = CONTEXT.Process(target=_hold_until_a_waiter_blocks, args=("signalled",), daemon=True)
     child.start()
     try:
         assert redis_client.blpop([READY], timeout=30) is not None
-        counting = CountingRedis.from_url(redis_url)
+        counting = counting_like(redis_client)
         # The holder's TTL is 60 s and the wait 30 s: only its release can let us in.
         waiter = Lock("signalled", ttl=5, timeout=30, client=counting)
         assert waiter.acquire() == 2
@@ -390,13 +393,13 @@ def _take_and_crash(name: str) -> None:
 
 
 @pytest.mark.slow
-def test_waiter_takes_the_lock_of_a_crashed_holder_when_its_ttl_runs_out(redis_client, redis_url):
+def test_waiter_takes_the_lock_of_a_crashed_holder_when_its_ttl_runs_out(redis_client):
     child = CONTEXT.Process(target=_take_and_crash, args=("crashed",), daemon=True)
     child.start()
     assert redis_client.blpop([READY], timeout=30) is not None
     child.join(10)
     assert redis_client.exists(lock_keys("crashed")[0]) == 1
-    counting = CountingRedis.from_url(redis_url)
+    counting = counting_like(redis_client)
     waiter = Lock("crashed", ttl=5, timeout=20, client=counting)
     assert waiter.acquire() == 2
     # Each BLPOP lasts the holder's remaining TTL: a few commands, not a 1 ms poll loop.
@@ -408,25 +411,22 @@ def test_waiter_takes_the_lock_of_a_crashed_holder_when_its_ttl_runs_out(redis_c
 # -- Redis Cluster ---------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_locks_run_unchanged_on_a_redis_cluster(tmp_path):
-    with LocalCluster(tmp_path / "cluster", masters=3, replicas=0) as cluster:
-        client = cluster.client()
-        names = ["alpha", "beta", "gamma"]
-        assert len({keys.slot_of(lock_keys(name)[0]) for name in names}) == len(names)
-        locks = [Lock(name, ttl=5, timeout=1, client=client, auto_renew=True) for name in names]
-        for lock in locks:
-            assert lock.acquire() == 1
-            with pytest.raises(LockTimeout):  # waits on BLPOP through the cluster client
-                Lock(lock.name, ttl=5, timeout=0.2, client=client).acquire()
-            lock.extend(10)
-        found = held_locks(client=client)
-        assert [held.name for held in found] == names
-        assert [held.owner for held in found] == [lock.token for lock in locks]
-        assert all(held.fence == 1 and 5 < held.ttl <= 10 for held in found)
-        for lock in locks:
-            lock.release()
-        assert held_locks(client=client) == []
-        with Lock("gamma", ttl=5, timeout=1, client=client) as again:
-            assert again.fence == 2
-        client.close()
+def test_locks_of_several_slots_with_fences_and_wake_ups(redis_client):
+    client = redis_client
+    names = ["alpha", "beta", "gamma"]
+    assert len({keys.slot_of(lock_keys(name)[0]) for name in names}) == len(names)
+    locks = [Lock(name, ttl=5, timeout=1, client=client, auto_renew=True) for name in names]
+    for lock in locks:
+        assert lock.acquire() == 1
+        with pytest.raises(LockTimeout):  # waits on BLPOP through the cluster client
+            Lock(lock.name, ttl=5, timeout=0.2, client=client).acquire()
+        lock.extend(10)
+    found = held_locks(client=client)
+    assert [held.name for held in found] == names
+    assert [held.owner for held in found] == [lock.token for lock in locks]
+    assert all(held.fence == 1 and 5 < held.ttl <= 10 for held in found)
+    for lock in locks:
+        lock.release()
+    assert held_locks(client=client) == []
+    with Lock("gamma", ttl=5, timeout=1, client=client) as again:
+        assert again.fence == 2

@@ -12,6 +12,8 @@ from redisparts_app.services import logs
 from redisparts_app.services.logs import RedisLogHandler, common, log_common, log_recent, recent
 from tests.processes import run_in_processes
 
+pytestmark = pytest.mark.cluster
+
 H = 1_800_000_000 - 1_800_000_000 % 3600  # the start of some hour (epoch seconds)
 
 
@@ -212,6 +214,7 @@ class LoggingRedis(redis.Redis):
         return super().execute_command(*args, **options)
 
 
+@pytest.mark.single_server  # a client of redis_url
 def test_handler_does_not_recurse_when_redis_py_logs(redis_client, redis_url):
     handler = RedisLogHandler(name="shop", client=LoggingRedis.from_url(redis_url))
     root = logging.getLogger()

@@ -7,6 +7,8 @@ from redisparts_app.exceptions import InvalidKeyPart, InvalidMessage, MailMessag
 from redisparts_app.keys import component_pattern, scan_keys, slot_of
 from redisparts_app.services.mail import Mailbox
 
+pytestmark = pytest.mark.cluster
+
 
 def ticking_clock(start: float = 1_700_000_000.25):
     ticks = itertools.count()

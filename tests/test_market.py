@@ -23,6 +23,8 @@ from redisparts_app.services import market
 from redisparts_app.services.locks import Lock
 from tests.processes import run_in_processes
 
+pytestmark = pytest.mark.cluster
+
 STRATEGIES = list(market.STRATEGIES)
 
 

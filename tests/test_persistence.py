@@ -21,12 +21,15 @@ from redisparts_app.exceptions import (
 from redisparts_app.services.persistence import (
     LogProcessor,
     backup,
+    node_statuses,
     server_status,
     sha256_of,
     wait_for_sync,
 )
 from redisparts_app.testing import free_port, wait_until
 from tests.processes import CONTEXT
+
+pytestmark = pytest.mark.cluster
 
 NAME = "access"
 
@@ -239,6 +242,7 @@ def replication(redis_server_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.single_server  # servers of its own
 def test_wait_for_sync_returns_once_the_writes_are_on_the_replica(replication):
     master, replica = replication()
     master_client, replica_client = master.client(), replica.client()
@@ -252,6 +256,7 @@ def test_wait_for_sync_returns_once_the_writes_are_on_the_replica(replication):
 
 
 @pytest.mark.slow
+@pytest.mark.single_server  # servers of its own
 def test_wait_for_sync_with_disk_waits_for_the_replica_aof(replication):
     master, replica = replication("--appendonly", "yes", "--appendfsync", "always")
     master_client, replica_client = master.client(), replica.client()
@@ -261,6 +266,7 @@ def test_wait_for_sync_with_disk_waits_for_the_replica_aof(replication):
 
 
 @pytest.mark.slow
+@pytest.mark.single_server  # servers of its own
 def test_wait_for_sync_on_a_stopped_replica_raises_or_warns_by_policy(replication, caplog):
     master, replica = replication()
     master_client, replica_client = master.client(), replica.client()
@@ -274,6 +280,7 @@ def test_wait_for_sync_on_a_stopped_replica_raises_or_warns_by_policy(replicatio
 
 
 @pytest.mark.slow
+@pytest.mark.single_server  # servers of its own
 def test_wait_for_sync_with_disk_refuses_a_replica_without_aof(replication):
     master, replica = replication()
     with pytest.raises(ReplicationTimeout, match="AOF disabled"):
@@ -290,6 +297,7 @@ def test_wait_for_sync_refuses_bad_arguments(redis_client):
 # --- status ---------------------------------------------------------------------------------
 
 
+@pytest.mark.single_server  # the session server
 def test_status_of_the_test_server(redis_client):
     status = server_status()
     assert status["role"] == "master"
@@ -300,6 +308,7 @@ def test_status_of_the_test_server(redis_client):
 
 
 @pytest.mark.slow
+@pytest.mark.single_server  # servers of its own
 def test_status_shows_replicas_and_the_replica_link(replication):
     master, replica = replication()
     master_status = server_status(client=master.client())
@@ -310,6 +319,7 @@ def test_status_shows_replicas_and_the_replica_link(replication):
     assert replica_status["master"] == f"127.0.0.1:{master.port}"
 
 
+@pytest.mark.single_server  # the one-server output; the cluster's is tested below
 def test_rp_status_prints_text_and_json(redis_client, capsys):
     call_command("rp_status")
     assert "role: master" in capsys.readouterr().out
@@ -317,10 +327,28 @@ def test_rp_status_prints_text_and_json(redis_client, capsys):
     assert json.loads(capsys.readouterr().out)["role"] == "master"
 
 
+def test_node_statuses_and_rp_status_cover_every_node(redis_client, redis_backend, capsys):
+    statuses = node_statuses()
+    call_command("rp_status")
+    text = capsys.readouterr().out
+    call_command("rp_status", "--json")
+    printed = json.loads(capsys.readouterr().out)
+    if redis_backend == "server":
+        assert [(s["node"], s["role"]) for s in statuses] == [(None, "master")]
+        assert printed["role"] == "master"
+        return
+    # Every node of the cluster, primaries with their replica, each with its address.
+    assert sorted(s["role"] for s in statuses) == ["master"] * 3 + ["slave"] * 3
+    assert all(len(s["replicas"]) == 1 for s in statuses if s["role"] == "master")
+    assert [s["node"] for s in printed] == [s["node"] for s in statuses]
+    assert all(f"node: {s['node']}" in text for s in statuses)
+
+
 def _dead_server_settings(settings):
     settings.REDISPARTS = {"CONNECTIONS": {"default": f"redis://127.0.0.1:{free_port()}/0"}}
 
 
+@pytest.mark.single_server  # a dead server of its own
 def test_rp_status_exits_3_when_redis_is_unreachable(settings):
     _dead_server_settings(settings)
     with pytest.raises(CommandError, match="cannot reach Redis") as failure:
@@ -332,6 +360,7 @@ def test_rp_status_exits_3_when_redis_is_unreachable(settings):
 
 
 @pytest.mark.slow
+@pytest.mark.single_server  # backup needs one server
 def test_rp_backup_writes_a_snapshot_that_restores(redis_client, tmp_path, redis_server_factory):
     redis_client.set("precious", "data")
     progress, out = io.StringIO(), io.StringIO()
@@ -355,12 +384,14 @@ def test_backup_refuses_a_destination_that_is_a_file(redis_client, tmp_path):
         call_command("rp_backup", str(target), verbosity=0)
 
 
+@pytest.mark.single_server  # no Redis call
 def test_backup_refuses_a_remote_server_before_connecting(tmp_path):
     remote = redis.Redis(host="192.0.2.10", port=6380)
     with pytest.raises(BackupError, match="not on this machine"):
         backup(tmp_path, client=remote)
 
 
+@pytest.mark.single_server  # a dead server of its own
 def test_rp_backup_exits_3_when_redis_is_unreachable(settings, tmp_path):
     _dead_server_settings(settings)
     with pytest.raises(CommandError, match="cannot reach Redis") as failure:

@@ -18,6 +18,8 @@ from redisparts_app.services.presence import (
 )
 from tests.processes import run_in_processes
 
+pytestmark = pytest.mark.cluster
+
 START = 1_800_000_000.0  # a whole minute
 
 

@@ -6,6 +6,9 @@ from redisparts_app.exceptions import InvalidKeyPart
 from redisparts_app.keys import scan_keys
 from redisparts_app.services import sessions
 from redisparts_app.services.sessions import update_token, update_token_pipelined
+from tests.counting import command_calls
+
+pytestmark = pytest.mark.cluster
 
 
 def dump(client) -> dict:
@@ -73,9 +76,7 @@ def test_both_variants_send_the_same_six_commands(redis_client):
     """Count the commands the server received (INFO commandstats deltas)."""
 
     def calls() -> int:
-        stats = redis_client.info("commandstats")
-        names = ("hset", "zadd", "zremrangebyrank", "expire", "zincrby")
-        return sum(stats.get(f"cmdstat_{name}", {}).get("calls", 0) for name in names)
+        return command_calls(redis_client, "hset", "zadd", "zremrangebyrank", "expire", "zincrby")
 
     before = calls()
     update_token("t", "u", "i")

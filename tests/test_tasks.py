@@ -17,7 +17,7 @@ from redisparts_app.exceptions import (
 from redisparts_app.keys import slot_of
 from redisparts_app.services.tasks import Scheduler, TaskQueue, Worker, enqueue, queue_groups
 from redisparts_app.services.tasks.worker import Backoff
-from redisparts_app.testing import LocalCluster, start_replica
+from redisparts_app.testing import start_replica
 from tests.tasks_helpers import (
     DONE,
     ORDER,
@@ -31,6 +31,8 @@ from tests.tasks_helpers import (
     stop,
     wait_until,
 )
+
+pytestmark = pytest.mark.cluster
 
 
 def labels(redis_client) -> list[str]:
@@ -405,37 +407,34 @@ def test_system_check_reports_bad_queue_settings():
         assert any(name in message for message in messages), name
 
 
-@pytest.mark.slow
-def test_queues_run_unchanged_on_a_redis_cluster(tmp_path, redis_client):
-    with LocalCluster(tmp_path / "cluster", masters=3, replicas=0) as cluster:
-        client = cluster.client()
-        groups = ["shop", "mail", "jobs"]  # spread over the masters' slots
-        assert len({slot_of(TaskQueue(g).key("tasks")) for g in groups}) == len(groups)
-        for group in groups:
-            queue = TaskQueue(group, client=client)
-            queue.enqueue("tests.record", args=[f"{group}-low"], queue="low")
-            queue.enqueue("tests.record", args=[f"{group}-high"], queue="high")
-            later = queue.enqueue("tests.record", args=[f"{group}-later"], queue="low", delay=0.05)
-            first = queue.enqueue(
-                "tests.fails_until_flag", args=["f"], queue="low", dedup_key="k", max_retries=0
-            )
-            assert queue.enqueue("tests.record", args=["dup"], queue="low", dedup_key="k") == first
-            assert wait_until(lambda q=queue: q.schedule()[0] == 1, timeout=5)
-            assert queue.peek("low", 0, 10)[-1].id == later
-            assert Worker(["high", "low"], group=group, client=client).run(burst=True) == 4
-            assert [i.id for i in queue.failed()] == [first]
-            queue.delete(first)
-            queue.enqueue("tests.record", args=[f"{group}-held"], queue="low")
-            queue.dequeue(["low"], "dead", lease=0.001)
-            assert wait_until(lambda q=queue: q.reap()[0] == 1, timeout=5)
-            assert Worker(["low"], group=group, client=client).run(burst=True) == 1
-            assert queue.counts() == {"queues": {"high": 0, "low": 0}, "delayed": 0,
-                                      "inflight": 0, "failed": 0, "quarantine": 0}  # fmt: skip
-        order = labels(redis_client)
-        for group in groups:
-            mine = [label for label in order if label.startswith(group)]
-            assert mine == [f"{group}-high", f"{group}-low", f"{group}-later", f"{group}-held"]
-        client.close()
+def test_queue_groups_of_several_slots(redis_client):
+    client = redis_client
+    groups = ["shop", "mail", "jobs"]  # spread over the masters' slots
+    assert len({slot_of(TaskQueue(g).key("tasks")) for g in groups}) == len(groups)
+    for group in groups:
+        queue = TaskQueue(group, client=client)
+        queue.enqueue("tests.record", args=[f"{group}-low"], queue="low")
+        queue.enqueue("tests.record", args=[f"{group}-high"], queue="high")
+        later = queue.enqueue("tests.record", args=[f"{group}-later"], queue="low", delay=0.05)
+        first = queue.enqueue(
+            "tests.fails_until_flag", args=["f"], queue="low", dedup_key="k", max_retries=0
+        )
+        assert queue.enqueue("tests.record", args=["dup"], queue="low", dedup_key="k") == first
+        assert wait_until(lambda q=queue: q.schedule()[0] == 1, timeout=5)
+        assert queue.peek("low", 0, 10)[-1].id == later
+        assert Worker(["high", "low"], group=group, client=client).run(burst=True) == 4
+        assert [i.id for i in queue.failed()] == [first]
+        queue.delete(first)
+        queue.enqueue("tests.record", args=[f"{group}-held"], queue="low")
+        queue.dequeue(["low"], "dead", lease=0.001)
+        assert wait_until(lambda q=queue: q.reap()[0] == 1, timeout=5)
+        assert Worker(["low"], group=group, client=client).run(burst=True) == 1
+        assert queue.counts() == {"queues": {"high": 0, "low": 0}, "delayed": 0,
+                                  "inflight": 0, "failed": 0, "quarantine": 0}  # fmt: skip
+    order = labels(redis_client)
+    for group in groups:
+        mine = [label for label in order if label.startswith(group)]
+        assert mine == [f"{group}-high", f"{group}-low", f"{group}-later", f"{group}-held"]
 
 
 def test_backoff_doubles_up_to_its_cap_and_starts_over_after_a_reset():

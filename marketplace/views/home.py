@@ -1,6 +1,7 @@
 """The landing page."""
 
 from django.shortcuts import render
+from redis.cluster import RedisCluster
 
 from redisparts_app.connection import get_redis
 
@@ -22,6 +23,14 @@ PARTS = [
 ]
 
 
+def server_address(client) -> str:
+    """The unix socket or host:port of a client; a cluster's nodes for a cluster client."""
+    if isinstance(client, RedisCluster):
+        return "cluster: " + ", ".join(sorted(node.name for node in client.get_nodes()))
+    kwargs = client.connection_pool.connection_kwargs
+    return kwargs.get("path") or "{host}:{port}".format(**kwargs)
+
+
 def home(request):
     """Landing page: the demo accounts, what the demo shows and the Redis server it runs on."""
     client = get_redis()
@@ -32,8 +41,7 @@ def home(request):
         "aof": "on" if info.get("aof_enabled") else "off",
         "memory": info.get("used_memory_human"),
         "keys": sum(v.get("keys", 0) for k, v in info.items() if k.startswith("db")),
-        "address": client.connection_pool.connection_kwargs.get("path")
-        or "{host}:{port}".format(**client.connection_pool.connection_kwargs),
+        "address": server_address(client),
     }
     context = {"server": server, "parts": PARTS, "accounts": ACCOUNTS}
     return render(request, "marketplace/home.html", context)

@@ -53,12 +53,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from redis import Redis
-from redis.cluster import RedisCluster
 from redis.exceptions import WatchError
 
 from .. import keys, lua
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import get_redis, slot_client
 from ..exceptions import CompletionConflict, InvalidCompletionArgument, InvalidContactName
 
 COMPONENT = "ac"
@@ -290,7 +289,7 @@ class AddressBook:
         """
         members = [validate_name(name, "member") for name in names]
         added = 0
-        node = _node_client(self.client, self.index_key)
+        node = slot_client(self.client, self.index_key)
         script = lua.script(node, "autocomplete_join")
         for first in range(0, len(members), batch_size):
             with node.pipeline(transaction=False) as pipe:
@@ -367,7 +366,7 @@ class AddressBook:
         try:
             if on_sentinels is not None:
                 on_sentinels()
-            with _node_client(self.client, self.index_key).pipeline(transaction=True) as pipe:
+            with slot_client(self.client, self.index_key).pipeline(transaction=True) as pipe:
                 for attempt in range(1, self.max_attempts + 1):
                     if not placed:
                         self.client.zadd(self.index_key, sentinels)
@@ -428,18 +427,6 @@ class AddressBook:
     @staticmethod
     def _join_args(member: str) -> list[bytes]:
         return [member.encode(), *(start.encode() for start in word_starts(fold(member)))]
-
-
-def _node_client(client: Any, key: str) -> Any:
-    """Return a client whose pipelines can WATCH ``key`` and run scripts on it.
-
-    On a Cluster, the client of the primary holding the key's slot: redis-py's
-    cluster pipelines refuse WATCH, MULTI and EVALSHA, and every key one call
-    touches shares that slot.
-    """
-    if isinstance(client, RedisCluster):
-        return client.get_node_from_key(key).redis_connection
-    return client
 
 
 def _distinct_names(members: list[bytes], limit: int) -> list[str]:

@@ -18,9 +18,10 @@ therefore what some member has not fetched yet). Only members read or post.
 
 Across chats nothing is atomic: ``fetch_pending_messages`` reads the user's
 chats (round trip 1), runs the per-chat script for every chat in one pipeline
-(round trip 2), and records the new positions in the user's ``seen`` zset
-(round trip 3, only when something changed) — a constant number of round
-trips whatever the number of chats. The member positions in the chats are the
+(round trip 2; on a Redis Cluster one pipeline per primary holding any of the
+chats, whose slots spread over the nodes), and records the new positions in the
+user's ``seen`` zset (round trip 3, only when something changed) — a constant
+number of round trips whatever the number of chats. The member positions in the chats are the
 truth; the ``seen`` zset lists the user's chats and may lag behind. Creating a
 chat writes the chat, then the members' ``seen`` entries: a crash in between
 leaves members who see the chat only after joining it again.
@@ -40,7 +41,7 @@ from redis.exceptions import NoScriptError
 
 from .. import lua
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import by_node, get_redis
 from ..exceptions import ChatExists, ChatNotFound, InvalidMessage, NotChatMember
 from ..keys import make_key, validate_key_part
 from .mail import validate_message_id, validate_text
@@ -326,22 +327,31 @@ def _read(client, chat_id, user, mode, after, limit) -> list:
 
 
 def _pipelined_script(client, name: str, calls: list[tuple[list[str], list]]) -> list:
-    """Run one script per (keys, args) in one non-transactional pipeline: one round trip.
+    """Run one script per (keys, args) in one non-transactional pipeline per node.
 
+    One round trip on a single server; on a Redis Cluster one per primary holding
+    any of the chats (each call's keys share one slot), so still a constant number.
     EVALSHA directly rather than redis-py's pipeline scripts, which add a
-    SCRIPT EXISTS round trip to every execute; a server that lost its scripts
-    gets them loaded once and the pipeline runs again.
+    SCRIPT EXISTS round trip to every execute (and which cluster pipelines refuse);
+    a server that lost its scripts gets them loaded once and its pipeline runs again.
     """
-    if not calls:
-        return []
-    script = lua.script(client, name)
+    replies: list = [None] * len(calls)
+    for server, indexes in by_node(client, range(len(calls)), lambda i: calls[i][0][0]):
+        group = _pipeline_scripts(server, name, [calls[i] for i in indexes])
+        for index, reply in zip(indexes, group, strict=True):
+            replies[index] = reply
+    return replies
+
+
+def _pipeline_scripts(server, name: str, calls: list[tuple[list[str], list]]) -> list:
+    script = lua.script(server, name)
     for attempt in (1, 2):
-        pipe = client.pipeline(transaction=False)
+        pipe = server.pipeline(transaction=False)
         for keys, args in calls:
             pipe.evalsha(script.sha, len(keys), *keys, *args)
         replies = pipe.execute(raise_on_error=False)
         if attempt == 1 and any(isinstance(r, NoScriptError) for r in replies):
-            client.script_load(script.script)
+            server.script_load(script.script)
             continue
         for reply in replies:
             if isinstance(reply, Exception):

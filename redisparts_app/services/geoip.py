@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import lua
-from ..connection import get_redis
+from ..connection import get_redis, slot_client
 from ..exceptions import GeoIPImportError, InvalidIPAddress
 from ..keys import make_key
 
@@ -159,7 +159,7 @@ def import_geoip(
                 f"nothing imported: {report.blocks} blocks, {report.cities} cities read "
                 f"({report.bad_rows} bad rows); the previous data is unchanged"
             )
-        pipe = client.pipeline(transaction=True)
+        pipe = slot_client(client, blocks_key()).pipeline(transaction=True)
         pipe.rename(tmp_blocks, blocks_key())
         pipe.rename(tmp_cities, cities_key())
         pipe.persist(blocks_key())

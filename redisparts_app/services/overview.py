@@ -19,8 +19,10 @@ Keys read (see each component's module for their meaning):
 Limits: SCAN guarantees that a key present for the whole walk is returned at least once;
 one that appears or disappears meanwhile may be missed, and a page may hold a few more
 entries than asked, about twice as many at most (SCAN returns whole batches). On a Redis
-Cluster the cursor pages walk the node that the client's SCAN reaches; the full listings
-(``queue_groups``, ``stats_entries``) walk every primary.
+Cluster every walk covers every primary: the cursor pages one primary after the other
+(``keys.scan_step``), the full listings (``queue_groups``, ``stats_entries``) through
+redis-py's per-node ``scan_iter``. Each page reads its keys with one pipeline, which
+redis-py's cluster client splits per node: not a snapshot, and not one on a server either.
 """
 
 import re
@@ -29,7 +31,7 @@ from typing import Any
 
 from ..conf import app_settings
 from ..connection import get_redis
-from ..keys import make_key, scan_keys, validate_key_part
+from ..keys import make_key, scan_keys, scan_step, validate_key_part
 from . import counters, locks
 from .chat import chat_keys
 from .logs import SEVERITIES
@@ -174,7 +176,7 @@ def _scan_matches(
     client = client if client is not None else get_redis()
     found: set[tuple[str, ...]] = set()
     for _ in range(MAX_SCAN_CALLS):
-        cursor, batch = client.scan(cursor, match=pattern, count=count)
+        cursor, batch = scan_step(client, cursor, pattern, count)
         for key in batch:
             match = regex.match(key.decode("utf-8", "replace"))
             if match:

@@ -27,10 +27,12 @@ timeout (seconds) ``policy="raise"`` raises ``ReplicationTimeout`` and
 ``policy="warn"`` logs a warning and returns False.
 
 **server_status()** gathers persistence settings, last save, AOF state,
-replication role and lag. **backup(dest)** runs BGSAVE, waits for it (with a
-progress callback fed by INFO's ``current_fork_perc``), copies the server's
-``dump.rdb`` into ``dest`` (only when the server runs on this machine: unix
-socket or loopback) and writes a ``.sha256`` file beside it in sha256sum format.
+replication role and lag of one server; **node_statuses()** that of every node
+of a Redis Cluster (each node persists and replicates on its own).
+**backup(dest)** runs BGSAVE, waits for it (with a progress callback fed by
+INFO's ``current_fork_perc``), copies the server's ``dump.rdb`` into ``dest``
+(only when the server runs on this machine: unix socket or loopback) and writes
+a ``.sha256`` file beside it in sha256sum format.
 """
 
 import contextlib
@@ -49,10 +51,11 @@ from typing import Any
 
 import redis
 from redis.client import Pipeline
+from redis.cluster import RedisCluster
 
 from .. import keys
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import get_redis, slot_client
 from ..exceptions import BackupError, LogProgressConflict, ReplicationTimeout
 
 logger = logging.getLogger(__name__)
@@ -211,7 +214,7 @@ class LogProcessor:
             b"head_sha256": _head_digest(fd, head_size).encode(),
             b"offset": str(end).encode(),
         }
-        with self.client.pipeline(transaction=True) as pipe:
+        with slot_client(self.client, self.progress_key).pipeline(transaction=True) as pipe:
             try:
                 pipe.watch(self.progress_key)
                 if pipe.hgetall(self.progress_key) != self._expected:
@@ -361,8 +364,24 @@ def _iso(timestamp: int | None) -> str | None:
     return datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
+def node_statuses(*, client: Any = None) -> list[dict[str, Any]]:
+    """Return ``server_status()`` of every server behind ``client``, each with its "node".
+
+    Every node (primaries and replicas, by address) of a Redis Cluster client; the
+    one server of any other client, "node" then being None.
+    """
+    client = client if client is not None else get_redis()
+    if not isinstance(client, RedisCluster):
+        return [{"node": None, **server_status(client=client)}]
+    nodes = sorted(client.get_nodes(), key=lambda node: node.name)
+    return [{"node": node.name, **server_status(client=node.redis_connection)} for node in nodes]
+
+
 def server_status(*, client: redis.Redis | None = None) -> dict[str, Any]:
     """Return persistence and replication state as a JSON-serialisable dict.
+
+    Of one server: given a Redis Cluster client, of the node its INFO reaches
+    (see ``node_statuses`` for all of them).
 
     Lags: a master lists each replica's lag in bytes (its offset behind
     ``master_repl_offset``) and seconds since its last ack; a replica reports

@@ -40,7 +40,7 @@ from typing import Literal
 
 from .. import lua
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import get_redis, slot_client
 from ..exceptions import InvalidFriend
 from ..keys import make_key, validate_key_part
 
@@ -94,7 +94,7 @@ def record_activity(
     now = clock()
     keys, start = _window(now)
     client = client if client is not None else get_redis()
-    pipe = client.pipeline(transaction=True)
+    pipe = slot_client(client, seen_key()).pipeline(transaction=True)
     pipe.sadd(keys[-1], user)
     pipe.expire(keys[-1], _ttl())
     pipe.zadd(seen_key(), {user: now})
@@ -157,7 +157,7 @@ def _change_friendship(command: str, user: str, friend: str, client) -> None:
     if user == friend:
         raise InvalidFriend(f"a user cannot be their own friend ({user!r})")
     client = client if client is not None else get_redis()
-    pipe = client.pipeline(transaction=True)
+    pipe = slot_client(client, friends_key(user)).pipeline(transaction=True)
     getattr(pipe, command)(friends_key(user), friend)
     getattr(pipe, command)(friends_key(friend), user)
     pipe.execute()

@@ -5,11 +5,14 @@ from django.core.management.base import BaseCommand, CommandError
 
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import ConnectionNotConfigured
-from redisparts_app.services.persistence import server_status
+from redisparts_app.services.persistence import node_statuses
 
 
 class Command(BaseCommand):
-    help = "Show the persistence settings, last save, AOF state and replication role and lag."
+    help = (
+        "Show the persistence settings, last save, AOF state and replication role and lag "
+        "(of every node on a Redis Cluster)."
+    )
     # The connectivity check would only repeat, as a warning, what this command reports.
     requires_system_checks = ()
 
@@ -25,14 +28,23 @@ class Command(BaseCommand):
 
     def handle(self, *args, connection, as_json, **options):
         try:
-            status = server_status(client=get_redis(connection))
+            statuses = node_statuses(client=get_redis(connection))
         except ConnectionNotConfigured as exc:
             raise CommandError(str(exc), returncode=2) from exc
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
         if as_json:
-            self.stdout.write(json.dumps(status, indent=2))
+            single = len(statuses) == 1 and statuses[0]["node"] is None
+            shown = {k: v for k, v in statuses[0].items() if k != "node"} if single else statuses
+            self.stdout.write(json.dumps(shown, indent=2))
             return
+        for status in statuses:
+            self._write(status)
+
+    def _write(self, status):
+        node = status.pop("node")
+        if node is not None:
+            self.stdout.write(f"{'node':>24}: {node}")
         replicas = status.pop("replicas", None)
         for name, value in status.items():
             self.stdout.write(f"{name:>24}: {'-' if value is None else value}")
