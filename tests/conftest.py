@@ -67,7 +67,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture
 def redis_backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    """"server" (the session's server) or "cluster" (tests marked cluster get both).
+    """ "server" (the session's server) or "cluster" (tests marked cluster get both).
 
     For the cluster the default connection of the settings' defaults points at the
     session cluster, so tests that override REDISPARTS with a few settings keep it.

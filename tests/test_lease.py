@@ -3,6 +3,7 @@ import threading
 
 import pytest
 
+from redisparts_app.connection import slot_client
 from redisparts_app.exceptions import InvalidDuration, RedisPartsError
 from redisparts_app.services.lease import Lease, validate_seconds
 from redisparts_app.testing import wait_until
@@ -58,8 +59,8 @@ def test_fenced_lease_draws_increasing_tokens_from_its_counter(redis_client):
 
 
 def server_expiry_ms(client, key: str) -> int:
-    """The key's expiry as an absolute time on the server's clock, in ms."""
-    with client.pipeline(transaction=True) as pipe:
+    """The key's expiry as an absolute time on the clock of the server holding it, in ms."""
+    with slot_client(client, key).pipeline(transaction=True) as pipe:
         (seconds, micros), pttl = pipe.time().pttl(key).execute()
     assert pttl > 0
     return seconds * 1000 + micros // 1000 + pttl
