@@ -352,6 +352,7 @@ def test_bad_input_is_refused_before_anything_is_written(redis_client, call, err
     assert redis_client.dbsize() == 0
 
 
+@pytest.mark.single_server  # servers of its own
 def test_enqueue_with_wait_returns_once_a_replica_has_the_task(redis_server_factory, tmp_path):
     master = redis_server_factory()
     queue = TaskQueue(client=master.client())
@@ -368,6 +369,19 @@ def test_enqueue_with_wait_returns_once_a_replica_has_the_task(redis_server_fact
     # Not acknowledged, yet stored on the master: it runs unless a failover loses it.
     assert master.client().hexists(queue.key("tasks"), refused.value.task_id)
     assert queue.length("default") == 2
+
+
+def test_enqueue_with_wait_counts_the_replicas_of_the_groups_node(redis_client, redis_backend):
+    groups = ["shop", "mail", "jobs"]  # spread over the cluster's primaries
+    for group in groups:
+        queue = TaskQueue(group)
+        if redis_backend == "server":  # the session's server has no replica
+            with pytest.raises(TaskNotReplicated):
+                queue.enqueue("tests.record", args=[group], wait_replicas=1, wait_timeout=0.1)
+            continue
+        # Each primary of the cluster has one replica: WAIT runs on the group's primary.
+        task_id = queue.enqueue("tests.record", args=[group], wait_replicas=1, wait_timeout=30)
+        assert queue.get(task_id).args == [group]
 
 
 def test_worker_refuses_bad_queue_lists():

@@ -26,11 +26,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from django.db import transaction
-from redis.cluster import RedisCluster
 
 from ... import lua
 from ...conf import app_settings
-from ...connection import get_redis
+from ...connection import get_redis, slot_client
 from ...exceptions import InvalidTask, TaskNotFound, TaskNotReplicated
 from ...keys import make_key, scan_keys, validate_key_part
 from .registry import check_count, default_max_retries, validate_task_name
@@ -228,9 +227,7 @@ class TaskQueue:
     ) -> bytes:
         # WAIT counts replica acknowledgements of its own connection's writes, so the
         # script and WAIT share one pipeline; on a cluster, that of the group's node.
-        client = self.client
-        if isinstance(client, RedisCluster):
-            client = client.get_node_from_key(keys[0]).redis_connection
+        client = slot_client(self.client, keys[0])
         pipe = client.pipeline(transaction=False)
         lua.script(client, "queue_enqueue")(keys=keys, args=argv, client=pipe)
         pipe.execute_command("WAIT", replicas, max(1, int(timeout * 1000)))
