@@ -232,7 +232,7 @@ class LocalCluster:
                 node = RedisServer(self.directory / f"node{index}", port=port, args=args)
                 self.nodes.append(node.start())
             self._assign_slots()
-            self._meet()
+            self._meet(timeout)
             self._attach_replicas(timeout)
             wait_until(self._is_ready, timeout, "cluster_state:ok on every node")
         except BaseException:
@@ -248,7 +248,7 @@ class LocalCluster:
             with master.client() as client:
                 client.execute_command("CLUSTER ADDSLOTS", *range(first, last + 1))
 
-    def _meet(self) -> None:
+    def _meet(self, timeout: float) -> None:
         with self.nodes[0].client() as first:
             for node in self.nodes[1:]:
                 first.execute_command("CLUSTER MEET", node.host, node.port)
@@ -256,7 +256,7 @@ class LocalCluster:
         def everyone_known() -> bool:
             return all(self._known_nodes(node) == len(self.nodes) for node in self.nodes)
 
-        wait_until(everyone_known, 20.0, "CLUSTER MEET of every node")
+        wait_until(everyone_known, timeout, "CLUSTER MEET of every node")
 
     def _attach_replicas(self, timeout: float) -> None:
         replicas = self.nodes[self.masters_count :]

@@ -5,6 +5,7 @@ import redis
 from django.test import override_settings
 from redis.cluster import ClusterNode, RedisCluster
 
+from redisparts_app import lua
 from redisparts_app.connection import get_redis, slot_client
 from redisparts_app.exceptions import (
     ChatExists,
@@ -14,6 +15,7 @@ from redisparts_app.exceptions import (
     NotChatMember,
 )
 from redisparts_app.keys import scan_keys, slot_of
+from redisparts_app.services import overview
 from redisparts_app.services.chat import (
     chat_keys,
     chat_members,
@@ -241,6 +243,7 @@ def counting_client(client) -> tuple[redis.Redis | RedisCluster, list[int]]:
 def round_trips_of_a_fetch(redis_client, user: str, chats: int) -> tuple[int, int]:
     for n in range(chats):
         create_chat("owner", [user], f"first of {n}", chat_id=f"{user}-{n}")
+    redis_client.script_load(lua.source("chat_fetch"))  # on every primary: no NOSCRIPT retry
     client, sent = counting_client(redis_client)
     fetched = fetch_pending_messages(user, client=client)
     assert len(fetched) == chats
@@ -313,3 +316,17 @@ def test_concurrent_senders_and_readers_deliver_every_message_once_in_order(redi
         assert {i: (s, t) for i, s, t in received[1:]} == expected_texts
     positions = chat_members(chat)
     assert all(positions[r] == total for r in readers)
+
+
+def test_admin_chat_pages_walk_every_node(redis_client):
+    created = {create_chat("owner", ["reader"], "hi", chat_id=f"room-{n}") for n in range(40)}
+    primaries = {slot_client(redis_client, chat_keys(chat)["msgs"]) for chat in created}
+    assert len(primaries) == (3 if isinstance(redis_client, RedisCluster) else 1)
+    found, cursor = [], 0
+    while True:
+        page = overview.chat_page(cursor, count=7)
+        found += page.names
+        cursor = page.cursor
+        if cursor == 0:
+            break
+    assert set(found) == created
