@@ -18,7 +18,7 @@ from redisparts_app.services.semaphores import Semaphore
 from redisparts_app.services.tasks import TaskQueue, Worker, enqueue
 from tests.tasks_helpers import fails_until_flag
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.cluster]
 
 PAGES = [
     "admin:redisparts_app_redisparts_changelist",

@@ -14,6 +14,8 @@ from marketplace.demo_data import ACCOUNTS
 from redisparts_app.services.mail import Mailbox
 from redisparts_app.services.presence import is_online
 
+pytestmark = pytest.mark.cluster
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -85,6 +87,7 @@ def test_pages_stay_up_without_the_badge_when_only_the_badge_fails(client, db):
     assert 'class="badge"' not in response.content.decode()
 
 
+@pytest.mark.single_server  # points CACHES at a dead server
 def test_redis_down_gives_503_for_a_signed_in_user(client, alice, tmp_path):
     client.force_login(alice)
     dead = {"default": {"BACKEND": "django_redis.cache.RedisCache",

@@ -12,6 +12,8 @@ from redisparts_app.keys import scan_keys
 from redisparts_app.services import market
 from redisparts_app.services.semaphores import FairSemaphore
 
+pytestmark = pytest.mark.cluster
+
 LIMIT = 2
 SITE = {
     "MAX_CONCURRENT_OPERATIONS": LIMIT,

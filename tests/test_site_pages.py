@@ -14,6 +14,8 @@ from redisparts_app.services.chat import chat_members, read_messages
 from redisparts_app.services.logs import log_recent
 from redisparts_app.services.mail import Mailbox
 
+pytestmark = pytest.mark.cluster
+
 
 @pytest.fixture
 def demo(db):
@@ -62,6 +64,7 @@ def test_load_demo_leaves_what_people_changed_alone(db):
     assert Mailbox("alice").unread_count() == 1
 
 
+@pytest.mark.single_server  # points CACHES at a dead server
 def test_load_demo_without_redis_fails_with_a_message(db, tmp_path, capsys):
     from django.core.management.base import CommandError
 

@@ -15,7 +15,7 @@ from redisparts_app.services import chat
 from redisparts_app.services.autocomplete import AddressBook, RecentContacts
 from redisparts_app.services.mail import Mailbox
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.cluster]
 
 GUILD = "knights"
 IDS = re.compile(r'data-id="(\d+)"')
