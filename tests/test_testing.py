@@ -6,7 +6,7 @@ from django.test import override_settings
 from redisparts_app import lua
 from redisparts_app.connection import get_redis
 from redisparts_app.keys import make_key, slot_of
-from redisparts_app.testing import LocalCluster, RedisServer, SentinelSetup, start_replica
+from redisparts_app.testing import RedisServer, SentinelSetup, start_replica
 
 
 def test_replica_receives_the_masters_writes(redis_server_factory, tmp_path):
@@ -27,23 +27,22 @@ def test_replica_of_a_socket_only_server_is_refused(tmp_path):
         start_replica(master, tmp_path / "r")
 
 
-@pytest.mark.slow
-def test_local_cluster_serves_get_redis_across_slots(tmp_path):
-    with LocalCluster(tmp_path / "cluster", masters=3, replicas=1) as cluster:
-        connections = {"default": {"CLUSTER": cluster.startup_nodes}}
-        with override_settings(REDISPARTS={"CONNECTIONS": connections}):
-            client = get_redis()
-            keys = [make_key("test", f"user{n}", "data") for n in range(30)]
-            assert len({slot_of(key) // 5462 for key in keys}) == 3  # every master gets keys
-            for key in keys:
-                client.set(key, key)
-            assert [client.get(key) for key in keys] == [key.encode() for key in keys]
-            # Keys sharing a tag share a slot, so one script over them runs on the cluster.
-            first, second = make_key("test", "same", "a"), make_key("test", "same", "b")
-            script = lua.script(client, "echo_keys")
-            assert script(keys=[first, second], args=[]) == [first.encode(), second.encode()]
-        roles = [node.client().info("replication")["role"] for node in cluster.nodes]
-        assert sorted(roles) == ["master"] * 3 + ["slave"] * 3
+def test_local_cluster_serves_get_redis_across_slots(redis_cluster):
+    cluster = redis_cluster  # the session's: 3 masters, 1 replica each
+    connections = {"default": {"CLUSTER": cluster.startup_nodes}}
+    with override_settings(REDISPARTS={"CONNECTIONS": connections}):
+        client = get_redis()
+        keys = [make_key("test", f"user{n}", "data") for n in range(30)]
+        assert len({slot_of(key) // 5462 for key in keys}) == 3  # every master gets keys
+        for key in keys:
+            client.set(key, key)
+        assert [client.get(key) for key in keys] == [key.encode() for key in keys]
+        # Keys sharing a tag share a slot, so one script over them runs on the cluster.
+        first, second = make_key("test", "same", "a"), make_key("test", "same", "b")
+        script = lua.script(client, "echo_keys")
+        assert script(keys=[first, second], args=[]) == [first.encode(), second.encode()]
+    roles = [node.client().info("replication")["role"] for node in cluster.nodes]
+    assert sorted(roles) == ["master"] * 3 + ["slave"] * 3
 
 
 @pytest.mark.slow
