@@ -13,13 +13,14 @@ client (``socket_timeout``, ``password``, ...); SENTINELS also takes
 ``"SENTINEL_OPTIONS"`` for the connections to the sentinels themselves.
 Clients return bytes (no ``decode_responses``), like django-redis' raw client.
 
-On a Redis Cluster, ``slot_client`` and ``by_node`` take a service from the
+On a Redis Cluster, ``on_slot``, ``slot_client`` and ``by_node`` take a service from the
 cluster client to the plain client of one primary: for MULTI/WATCH, which
 redis-py 5.2's cluster client refuses, and for scripts pipelined per node.
 """
 
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -27,6 +28,7 @@ from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from redis import Redis
+from redis import exceptions as redis_errors
 from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel
 from redis.typing import KeyT
@@ -146,33 +148,59 @@ def slot_client(client: Any, key: KeyT) -> Any:
     whose pipelines can WATCH and MULTI (redis-py 5.2's cluster pipelines cannot).
     Correct for a transaction whose keys all share ``key``'s hash tag, as every
     transaction of the services does: one server holds them all. The slot map is
-    the cluster client's; during a failover or resharding the call fails with a
-    Redis error, as any call does then, until the cluster client has refreshed it.
+    the cluster client's: use it inside ``on_slot`` so that a failover or a
+    resharding makes the cluster client read the map again.
     """
     if isinstance(client, RedisCluster):
         return client.get_node_from_key(key).redis_connection
     return client
 
 
+# What a server client meets when its slot moved: a dead or demoted primary, a redirection.
+SLOT_MOVED_ERRORS = (
+    redis_errors.ConnectionError,
+    redis_errors.TimeoutError,
+    redis_errors.MovedError,
+    redis_errors.AskError,
+    redis_errors.ReadOnlyError,
+)
+
+
+@contextmanager
+def on_slot(client: Any, key: KeyT) -> Iterator[Any]:
+    """``with on_slot(client, key) as server:`` run commands on ``slot_client(client, key)``.
+
+    When they fail because the slot moved (a failover or a resharding), the cluster
+    client reads the slot map again before the error goes on, so the caller's next
+    attempt reaches the new primary, as it would through the cluster client itself.
+    """
+    try:
+        yield slot_client(client, key)
+    except SLOT_MOVED_ERRORS:
+        if isinstance(client, RedisCluster):
+            with suppress(
+                redis_errors.RedisError
+            ):  # the map is read again on the next cluster call too
+                client.nodes_manager.initialize()
+        raise
+
+
 T = TypeVar("T")
 
 
-def by_node(
-    client: Any, items: Iterable[T], key_of: Callable[[T], KeyT]
-) -> list[tuple[Any, list[T]]]:
-    """Group ``items`` by the server holding ``key_of(item)``: [(server client, items), ...].
+def by_node(client: Any, items: Iterable[T], key_of: Callable[[T], KeyT]) -> list[list[T]]:
+    """Group ``items`` by the server holding ``key_of(item)``, in their original order.
 
-    ``client`` itself with every item unless it is a cluster client; then one group
-    per primary holding any of the keys, items in their original order. A pipeline
-    per group is one round trip per node, however many items.
+    One group with every item unless ``client`` is a cluster client; then one group
+    per primary holding any of the keys. ``on_slot(client, key_of(group[0]))`` gives
+    a group's server: a pipeline per group is one round trip per node.
     """
     items = list(items)
     if not isinstance(client, RedisCluster):
-        return [(client, items)] if items else []
-    groups: dict[Hashable, tuple[Any, list[T]]] = {}
+        return [items] if items else []
+    groups: dict[Hashable, list[T]] = {}
     for item in items:
-        node = client.get_node_from_key(key_of(item))
-        groups.setdefault(node.name, (node.redis_connection, []))[1].append(item)
+        groups.setdefault(client.get_node_from_key(key_of(item)).name, []).append(item)
     return list(groups.values())
 
 

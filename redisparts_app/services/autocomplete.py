@@ -57,7 +57,7 @@ from redis.exceptions import WatchError
 
 from .. import keys, lua
 from ..conf import app_settings
-from ..connection import get_redis, slot_client
+from ..connection import get_redis, on_slot
 from ..exceptions import CompletionConflict, InvalidCompletionArgument, InvalidContactName
 
 COMPONENT = "ac"
@@ -289,13 +289,13 @@ class AddressBook:
         """
         members = [validate_name(name, "member") for name in names]
         added = 0
-        node = slot_client(self.client, self.index_key)
-        script = lua.script(node, "autocomplete_join")
-        for first in range(0, len(members), batch_size):
-            with node.pipeline(transaction=False) as pipe:
-                for member in members[first : first + batch_size]:
-                    script(keys=self._keys(), args=self._join_args(member), client=pipe)
-                added += sum(pipe.execute())
+        with on_slot(self.client, self.index_key) as node:
+            script = lua.script(node, "autocomplete_join")
+            for first in range(0, len(members), batch_size):
+                with node.pipeline(transaction=False) as pipe:
+                    for member in members[first : first + batch_size]:
+                        script(keys=self._keys(), args=self._join_args(member), client=pipe)
+                    added += sum(pipe.execute())
         return added
 
     def leave(self, name: str) -> bool:
@@ -366,7 +366,10 @@ class AddressBook:
         try:
             if on_sentinels is not None:
                 on_sentinels()
-            with slot_client(self.client, self.index_key).pipeline(transaction=True) as pipe:
+            with (
+                on_slot(self.client, self.index_key) as server,
+                server.pipeline(transaction=True) as pipe,
+            ):
                 for attempt in range(1, self.max_attempts + 1):
                     if not placed:
                         self.client.zadd(self.index_key, sentinels)

@@ -41,7 +41,7 @@ from redis.exceptions import NoScriptError
 
 from .. import lua
 from ..conf import app_settings
-from ..connection import by_node, get_redis
+from ..connection import by_node, get_redis, on_slot
 from ..exceptions import ChatExists, ChatNotFound, InvalidMessage, NotChatMember
 from ..keys import make_key, validate_key_part
 from .mail import validate_message_id, validate_text
@@ -336,8 +336,9 @@ def _pipelined_script(client, name: str, calls: list[tuple[list[str], list]]) ->
     a server that lost its scripts gets them loaded once and its pipeline runs again.
     """
     replies: list = [None] * len(calls)
-    for server, indexes in by_node(client, range(len(calls)), lambda i: calls[i][0][0]):
-        group = _pipeline_scripts(server, name, [calls[i] for i in indexes])
+    for indexes in by_node(client, range(len(calls)), lambda i: calls[i][0][0]):
+        with on_slot(client, calls[indexes[0]][0][0]) as server:
+            group = _pipeline_scripts(server, name, [calls[i] for i in indexes])
         for index, reply in zip(indexes, group, strict=True):
             replies[index] = reply
     return replies

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import lua
-from ..connection import get_redis, slot_client
+from ..connection import get_redis, on_slot
 from ..exceptions import GeoIPImportError, InvalidIPAddress
 from ..keys import make_key
 
@@ -159,12 +159,13 @@ def import_geoip(
                 f"nothing imported: {report.blocks} blocks, {report.cities} cities read "
                 f"({report.bad_rows} bad rows); the previous data is unchanged"
             )
-        pipe = slot_client(client, blocks_key()).pipeline(transaction=True)
-        pipe.rename(tmp_blocks, blocks_key())
-        pipe.rename(tmp_cities, cities_key())
-        pipe.persist(blocks_key())
-        pipe.persist(cities_key())
-        pipe.execute()
+        with on_slot(client, blocks_key()) as server:
+            pipe = server.pipeline(transaction=True)
+            pipe.rename(tmp_blocks, blocks_key())
+            pipe.rename(tmp_cities, cities_key())
+            pipe.persist(blocks_key())
+            pipe.persist(cities_key())
+            pipe.execute()
     except BaseException:
         # Ctrl-C included: the temporary keys go, the published ones were never touched.
         client.delete(tmp_blocks, tmp_cities)

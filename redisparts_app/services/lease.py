@@ -54,7 +54,7 @@ from redis.client import Pipeline
 from redis.cluster import ClusterPipeline
 
 from .. import lua
-from ..connection import get_redis, slot_client
+from ..connection import get_redis, on_slot
 from ..exceptions import InvalidDuration
 
 logger = logging.getLogger(__name__)
@@ -292,7 +292,7 @@ class Lease:
 
     def remaining(self) -> float | None:
         """Return the seconds left on the lease if this holder owns it, else None."""
-        with slot_client(self.client, self.key).pipeline(transaction=True) as pipe:
+        with on_slot(self.client, self.key) as server, server.pipeline(transaction=True) as pipe:
             value, pttl = pipe.get(self.key).pttl(self.key).execute()
         if value != self.token.encode() or pttl < 0:
             return None

@@ -39,7 +39,7 @@ Success returns a ``Purchase`` with the number of WATCH retries it took.
 
 On a Redis Cluster every strategy runs: redis-py 5.2's cluster client has no
 WATCH/MULTI, so the transactions go to the plain client of the primary holding
-the ``{market}`` slot (``connection.slot_client``), which holds every key they touch.
+the ``{market}`` slot (``connection.on_slot``), which holds every key they touch.
 """
 
 import hashlib
@@ -53,7 +53,7 @@ from redis.client import Pipeline
 
 from .. import keys, lua
 from ..conf import app_settings
-from ..connection import get_redis, slot_client
+from ..connection import get_redis, on_slot
 from ..exceptions import (
     InsufficientFunds,
     InvalidPrice,
@@ -148,12 +148,12 @@ def create_user(name: str, funds: int = 0, *, client: redis.Redis | None = None)
     """Create user ``name`` with ``funds`` cents; raise UserExists if the name is taken."""
     name = keys.validate_key_part(name, "user")
     funds = validate_price(funds, "funds", allow_zero=True)
-    client = slot_client(_client(client), user_key(name))
-    pipe = client.pipeline(transaction=True)
-    # Both HSETNX in one MULTI: an existing user keeps its funds untouched.
-    pipe.hsetnx(user_key(name), "name", name)
-    pipe.hsetnx(user_key(name), "funds", funds)
-    created, _ = pipe.execute()
+    with on_slot(_client(client), user_key(name)) as server:
+        pipe = server.pipeline(transaction=True)
+        # Both HSETNX in one MULTI: an existing user keeps its funds untouched.
+        pipe.hsetnx(user_key(name), "name", name)
+        pipe.hsetnx(user_key(name), "funds", funds)
+        created, _ = pipe.execute()
     if not created:
         raise UserExists(name)
 
@@ -257,7 +257,7 @@ def _retry_on_conflict(
     """Run ``attempt(pipe)`` until no WatchError; return the retries, or raise MarketBusy."""
     deadline = clock() + app_settings.MARKET_RETRY_TIMEOUT
     retries = 0
-    with slot_client(client, listings_key()).pipeline(transaction=True) as pipe:
+    with on_slot(client, listings_key()) as server, server.pipeline(transaction=True) as pipe:
         while True:
             try:
                 attempt(pipe)

@@ -55,7 +55,7 @@ from redis.cluster import RedisCluster
 
 from .. import keys
 from ..conf import app_settings
-from ..connection import get_redis, slot_client
+from ..connection import get_redis, on_slot
 from ..exceptions import BackupError, LogProgressConflict, ReplicationTimeout
 
 logger = logging.getLogger(__name__)
@@ -214,7 +214,10 @@ class LogProcessor:
             b"head_sha256": _head_digest(fd, head_size).encode(),
             b"offset": str(end).encode(),
         }
-        with slot_client(self.client, self.progress_key).pipeline(transaction=True) as pipe:
+        with (
+            on_slot(self.client, self.progress_key) as server,
+            server.pipeline(transaction=True) as pipe,
+        ):
             try:
                 pipe.watch(self.progress_key)
                 if pipe.hgetall(self.progress_key) != self._expected:

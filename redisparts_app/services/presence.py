@@ -40,7 +40,7 @@ from typing import Literal
 
 from .. import lua
 from ..conf import app_settings
-from ..connection import get_redis, slot_client
+from ..connection import get_redis, on_slot
 from ..exceptions import InvalidFriend
 from ..keys import make_key, validate_key_part
 
@@ -94,14 +94,15 @@ def record_activity(
     now = clock()
     keys, start = _window(now)
     client = client if client is not None else get_redis()
-    pipe = slot_client(client, seen_key()).pipeline(transaction=True)
-    pipe.sadd(keys[-1], user)
-    pipe.expire(keys[-1], _ttl())
-    pipe.zadd(seen_key(), {user: now})
-    pipe.zremrangebyscore(seen_key(), "-inf", f"({start}")
-    pipe.zadd(devices_key(user), {device: now})
-    pipe.expire(devices_key(user), _ttl())
-    pipe.execute()
+    with on_slot(client, seen_key()) as server:
+        pipe = server.pipeline(transaction=True)
+        pipe.sadd(keys[-1], user)
+        pipe.expire(keys[-1], _ttl())
+        pipe.zadd(seen_key(), {user: now})
+        pipe.zremrangebyscore(seen_key(), "-inf", f"({start}")
+        pipe.zadd(devices_key(user), {device: now})
+        pipe.expire(devices_key(user), _ttl())
+        pipe.execute()
 
 
 def online_users(*, method: Method = "seen", client=None, clock: Clock = time.time) -> set[str]:
@@ -157,10 +158,11 @@ def _change_friendship(command: str, user: str, friend: str, client) -> None:
     if user == friend:
         raise InvalidFriend(f"a user cannot be their own friend ({user!r})")
     client = client if client is not None else get_redis()
-    pipe = slot_client(client, friends_key(user)).pipeline(transaction=True)
-    getattr(pipe, command)(friends_key(user), friend)
-    getattr(pipe, command)(friends_key(friend), user)
-    pipe.execute()
+    with on_slot(client, friends_key(user)) as server:
+        pipe = server.pipeline(transaction=True)
+        getattr(pipe, command)(friends_key(user), friend)
+        getattr(pipe, command)(friends_key(friend), user)
+        pipe.execute()
 
 
 def friends(user: str, *, client=None) -> set[str]:

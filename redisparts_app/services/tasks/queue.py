@@ -29,7 +29,7 @@ from django.db import transaction
 
 from ... import lua
 from ...conf import app_settings
-from ...connection import get_redis, slot_client
+from ...connection import get_redis, on_slot
 from ...exceptions import InvalidTask, TaskNotFound, TaskNotReplicated
 from ...keys import make_key, scan_keys, validate_key_part
 from .registry import check_count, default_max_retries, validate_task_name
@@ -227,11 +227,11 @@ class TaskQueue:
     ) -> bytes:
         # WAIT counts replica acknowledgements of its own connection's writes, so the
         # script and WAIT share one pipeline; on a cluster, that of the group's node.
-        client = slot_client(self.client, keys[0])
-        pipe = client.pipeline(transaction=False)
-        lua.script(client, "queue_enqueue")(keys=keys, args=argv, client=pipe)
-        pipe.execute_command("WAIT", replicas, max(1, int(timeout * 1000)))
-        (_stored, holder), acknowledged = pipe.execute()
+        with on_slot(self.client, keys[0]) as server:
+            pipe = server.pipeline(transaction=False)
+            lua.script(server, "queue_enqueue")(keys=keys, args=argv, client=pipe)
+            pipe.execute_command("WAIT", replicas, max(1, int(timeout * 1000)))
+            (_stored, holder), acknowledged = pipe.execute()
         if acknowledged < replicas:
             raise TaskNotReplicated(argv[0], acknowledged, replicas, timeout)
         return holder
