@@ -4,13 +4,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench clean-demo help
+.PHONY: demo test lint format bench load clean-demo help
 
 help:
 	@echo "make demo   run the demo site with the embedded Redis at http://127.0.0.1:8000"
 	@echo "make test   run the whole test suite against Redis servers it starts itself"
 	@echo "make lint   ruff check and format check"
 	@echo "make bench  run every benchmark (ONLY=locks,semaphores QUICK=1 to narrow it)"
+	@echo "make load   serve the demo with gunicorn and run locust on it; report in var/load/"
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "redisparts needs Python 3.11 or newer; set PYTHON=/path/to/python3.11")'
@@ -43,6 +44,16 @@ $(BENCH_STAMP): $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench.run $(if $(ONLY),--only $(ONLY)) $(if $(QUICK),--quick) $(BENCH_ARGS)
+
+# The load extra (locust) on top of dev; `make load` is not part of `make test`.
+LOAD_STAMP := $(VENV)/.installed-load
+
+$(LOAD_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,load]'
+	touch $(LOAD_STAMP)
+
+load: $(LOAD_STAMP)
+	$(BIN)/python -m bench.load $(LOAD_ARGS)
 
 clean-demo:
 	-$(BIN)/python manage.py rp_embedded stop

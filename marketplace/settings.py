@@ -5,14 +5,19 @@ REDISPARTS_DATA_DIR, default var/redis), or REDIS_SENTINELS ("host:port,host:por
 REDIS_SENTINEL_MASTER (default mymaster) and REDIS_SENTINEL_DB (default 0),
 DATABASE_URL (default SQLite in var/), DJANGO_SECRET_KEY, DJANGO_DEBUG,
 DJANGO_ALLOWED_HOSTS, DJANGO_EMAIL_FILE_PATH (where the file e-mail backend writes, default
-var/outbox), and with DJANGO_DEBUG=0:
-DJANGO_SSL_REDIRECT (default 1), DJANGO_HSTS_SECONDS (default 3600).
+var/outbox), DJANGO_STATIC_ROOT (where collectstatic writes, default var/static), and with
+DJANGO_DEBUG=0: DJANGO_HTTPS (default 1), DJANGO_SSL_REDIRECT (default 1),
+DJANGO_HSTS_SECONDS (default 3600).
+
+DJANGO_DEBUG defaults to 1 for manage.py (the demo) and to 0 for marketplace.wsgi (the
+WSGI server, production), where DJANGO_SECRET_KEY and DJANGO_ALLOWED_HOSTS are required.
 """
 
 import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from redisparts_app.conf import sentinel_addresses
 from redisparts_app.embedded import socket_url
@@ -22,17 +27,29 @@ VAR_DIR = BASE_DIR / "var"
 VAR_DIR.mkdir(exist_ok=True)
 
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or (
-    "demo-only-insecure-key-set-DJANGO_SECRET_KEY-in-production" if DEBUG else ""
-)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or "demo-only-insecure-key-set-DJANGO_SECRET_KEY"
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
 
-# Production (DJANGO_DEBUG=0) is served over HTTPS only; DJANGO_HSTS_SECONDS=0 turns HSTS off.
+# Production (DJANGO_DEBUG=0) refuses to start on the demo's secret key or without its host
+# names. It is served over HTTPS, behind a proxy that sets X-Forwarded-Proto;
+# DJANGO_HSTS_SECONDS=0 turns HSTS off. DJANGO_HTTPS=0 serves plain HTTP (a load test on
+# loopback), which check --deploy then reports.
 if not DEBUG:
-    SECURE_SSL_REDIRECT = os.environ.get("DJANGO_SSL_REDIRECT", "1") == "1"
-    SESSION_COOKIE_SECURE = True
-    CSRF_COOKIE_SECURE = True
-    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "3600"))
+    missing = [
+        name
+        for name in ("DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS")
+        if not os.environ.get(name, "").strip()
+    ]
+    if missing:
+        raise ImproperlyConfigured(
+            f"{' and '.join(missing)} must be set when DJANGO_DEBUG=0 (production); "
+            "see the README's section Production deployment"
+        )
+    HTTPS = os.environ.get("DJANGO_HTTPS", "1") == "1"
+    SECURE_SSL_REDIRECT = HTTPS and os.environ.get("DJANGO_SSL_REDIRECT", "1") == "1"
+    SESSION_COOKIE_SECURE = HTTPS
+    CSRF_COOKIE_SECURE = HTTPS
+    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "3600")) if HTTPS else 0
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -148,7 +165,18 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT", VAR_DIR / "static"))
+if not DEBUG:
+    # whitenoise serves what `manage.py collectstatic` gathered: hashed names that browsers
+    # cache for a year, with compressed copies.
+    MIDDLEWARE.insert(
+        MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+        "whitenoise.middleware.WhiteNoiseMiddleware",
+    )
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "market"
