@@ -36,12 +36,11 @@ from pathlib import Path
 
 import psutil
 
-from bench.harness import ROOT
-from bench.load import accounts
+from bench.harness import ROOT, machine_facts
+from bench.load import scenario
 from redisparts_app.testing import free_port
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
-SPAWN_RATE = 5  # simulated users started per second
 START_TIMEOUT = 60.0
 
 
@@ -82,7 +81,7 @@ def prepare(env: dict[str, str], users: int, stack: ExitStack) -> Path:
     call_command("migrate", interactive=False, verbosity=0)
     call_command("collectstatic", interactive=False, verbosity=0)
     call_command("load_demo", verbosity=0)
-    accounts.seed(users)
+    scenario.seed(users)
     return server.pidfile
 
 
@@ -165,6 +164,20 @@ def main() -> None:
         if getattr(options, name) < 1:
             parser.error(f"--{name} must be at least 1")
     options.output.mkdir(parents=True, exist_ok=True)
+    results, machine = measure(options)
+    report = render_report(options, results, machine)
+    (options.output / "report.md").write_text(report)
+    write_csv(options.output / "report.csv", results)
+    print(report)
+    server_errors = sum(n for code, n in results["status_codes"].items() if int(code) >= 500)
+    if server_errors:
+        raise SystemExit(f"{server_errors} responses were 5xx; see {options.output}/server.log")
+    if not results["total"]["requests"]:
+        raise SystemExit("the run made no request")
+
+
+def measure(options: argparse.Namespace) -> tuple[dict, dict]:
+    """Serve the site, run locust; return what locust measured and what the machine did."""
     with ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="rp-load-")))
         env = production_env(folder, os.environ.get("DATABASE_URL"))
@@ -193,7 +206,7 @@ def main() -> None:
         started = time.monotonic()
         locust = subprocess.run(
             [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-             "--users", str(options.users), "--spawn-rate", str(SPAWN_RATE),
+             "--users", str(options.users), "--spawn-rate", str(scenario.SPAWN_RATE),
              "--run-time", f"{options.duration}s", "--stop-timeout", "10",
              "--host", base, "--only-summary"],
             env={**env, "LOAD_RESULTS": str(results_path)},
@@ -202,24 +215,24 @@ def main() -> None:
         )  # fmt: skip
         elapsed = time.monotonic() - started
         cpu_after = cpu_seconds(groups)
-        cpu_after["locust"] = children_cpu_seconds() - locust_before
-        cpu_before["locust"] = 0.0
+        locust_cpu = children_cpu_seconds() - locust_before
         load_after = os.getloadavg()
     if not results_path.exists():
         raise SystemExit(f"locust exited with {locust.returncode} and wrote no results")
-    results = json.loads(results_path.read_text())
-    cpu = {name: cpu_after[name] - cpu_before[name] for name in cpu_after}
-    report = render_report(options, results, cpu, elapsed, (load_before, load_after))
-    (options.output / "report.md").write_text(report)
-    write_csv(options.output / "report.csv", results)
-    print(report)
-    server_errors = sum(n for code, n in results["status_codes"].items() if int(code) >= 500)
-    if server_errors:
-        raise SystemExit(f"{server_errors} responses were 5xx; see {log_path}")
-    if not results["total"]["requests"]:
-        raise SystemExit("the run made no request")
+    machine = {
+        "seconds": elapsed,
+        "cpu": {
+            **{name: cpu_after[name] - cpu_before[name] for name in groups},
+            "locust": locust_cpu,
+        },
+        "load_average": (load_before[0], load_after[0]),
+    }
+    return json.loads(results_path.read_text()), machine
 
 
+# Requests every run must make; one missing means the scenario no longer fits the pages.
+EXERCISED = ("POST /login/ (POST)", "POST /market/buy/", "POST /market/sell/",
+             "POST /chat/[id]/send/", "GET /chat/[id]/poll/")  # fmt: skip
 COLUMNS = ("requests", "requests_per_s", "p50_ms", "p95_ms", "p99_ms", "max_ms", "errors")
 
 
@@ -232,23 +245,23 @@ def write_csv(path: Path, results: dict) -> None:
             writer.writerow((row["method"], row["name"], *(row[column] for column in COLUMNS)))
 
 
-def render_report(options, results, cpu, elapsed, load_average) -> str:
+def render_report(options: argparse.Namespace, results: dict, machine: dict) -> str:
     """The run's figures as Markdown."""
-    from bench.harness import machine_facts
-
     facts = machine_facts()
+    low, high = scenario.THINK_SECONDS
+    elapsed = machine["seconds"]
     codes = {int(code): n for code, n in results["status_codes"].items()}
     server_errors = sum(n for code, n in codes.items() if code >= 500)
     lines = [
         "# Load test of the demo site",
         "",
-        f"{facts['date']} · {facts['cpu']} · {facts['cores']} cores · load average "
-        f"{load_average[0][0]:.2f} before the run, {load_average[1][0]:.2f} after",
+        f"{facts['date']} · {facts['cpu']} · {facts['cores']} cores · 1-minute load average "
+        f"{machine['load_average'][0]:.2f} before the run, {machine['load_average'][1]:.2f} after",
         "",
-        f"{options.users} simulated users (one account each, 0.5-2 s between clicks) for "
-        f"{options.duration} s on loopback; gunicorn with {options.workers} sync workers, "
-        "production settings, whitenoise; embedded redis-server; task worker and scheduler "
-        "running.",
+        f"{options.users} simulated users (one account each, {low}-{high} s between clicks, "
+        f"{scenario.SPAWN_RATE} started per second) for {options.duration} s on loopback; "
+        f"gunicorn with {options.workers} sync workers, production settings, whitenoise; "
+        "embedded redis-server; task worker and scheduler running.",
         "",
         "| request | requests | requests/s | p50 ms | p95 ms | p99 ms | max ms | errors |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -264,10 +277,14 @@ def render_report(options, results, cpu, elapsed, load_average) -> str:
         + (", ".join(f"{what}: {n}" for what, n in sorted(results["purchases"].items())) or "none"),
         f"CPU used in the {elapsed:.0f} s of the run (of {facts['cores']} cores): "
         + ", ".join(
-            f"{name} {seconds:.1f} s ({seconds / elapsed:.0%})" for name, seconds in cpu.items()
+            f"{name} {seconds:.1f} s ({seconds / elapsed:.0%})"
+            for name, seconds in machine["cpu"].items()
         ),
         "",
     ]
+    made = {f"{row['method']} {row['name']}" for row in results["pages"] if row["requests"]}
+    if missing := [name for name in EXERCISED if name not in made]:
+        lines += [f"Not exercised (the pages may have changed): {', '.join(missing)}", ""]
     if results["errors"]:
         lines += ["| errors | count |", "|---|---:|"]
         lines += [

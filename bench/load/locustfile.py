@@ -1,6 +1,6 @@
 """Simulated people on the demo site, for ``make load`` (``python -m bench.load``).
 
-Each simulated user logs in once with its own account (bench/load/accounts.py), then
+Each simulated user logs in once with its own account (bench/load/scenario.py), then
 browses like a person, a second or so between clicks: the main pages, the market (buy
 the cheapest listing of someone else, put an item of its inventory up for sale), its
 group chat (send a message, and the poll its open chat page makes every 1.5 s), and a
@@ -21,7 +21,7 @@ from pathlib import Path
 from locust import HttpUser, between, events, task
 from locust.exception import StopUser
 
-from bench.load.accounts import PASSWORD, chat_id, username
+from bench.load.scenario import PASSWORD, THINK_SECONDS, chat_id, username
 
 STATUS_CODES: Counter[int] = Counter()
 OUTCOMES: Counter[str] = Counter()
@@ -87,7 +87,7 @@ def _write_results(environment, **kwargs) -> None:
 
 
 class MarketUser(HttpUser):
-    wait_time = between(0.5, 2.0)
+    wait_time = between(*THINK_SECONDS)
 
     def on_start(self) -> None:
         self.number = next(_numbers)

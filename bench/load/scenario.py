@@ -1,8 +1,14 @@
-"""The load test's accounts: one per simulated user, with funds, items and a group chat.
+"""What the load test's simulated users are: their pace, and their accounts (one each,
+with funds, items and a group chat).
 
-The names are shared by the runner, which seeds them, and the locustfile, whose users
-log in with them; this module imports neither locust nor Django at the top.
+Shared by the runner, which seeds the accounts, and the locustfile, whose users log in
+with them; this module imports neither locust nor Django at the top.
 """
+
+# Seconds a simulated user waits between two clicks (uniform).
+THINK_SECONDS = (0.5, 2.0)
+# Simulated users started per second: people do not all log in at the same moment.
+SPAWN_RATE = 2
 
 PASSWORD = "load-test-password"  # noqa: S105 - public, like the demo's passwords
 # Cents: enough for every purchase of a run.
