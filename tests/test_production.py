@@ -110,9 +110,10 @@ def test_gunicorn_serves_the_site_and_whitenoise_its_static_files(redis_url, tmp
     collected = manage({**env, "DJANGO_DEBUG": "0"}, "collectstatic", "--noinput")
     assert collected.returncode == 0, collected.stderr
     port = free_port()
+    # No control socket: it would go to the home folder, shared by every gunicorn there.
     server = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "marketplace.wsgi",
-         "--bind", f"127.0.0.1:{port}", "--workers", "2"],
+         "--bind", f"127.0.0.1:{port}", "--workers", "2", "--no-control-socket"],
         env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:

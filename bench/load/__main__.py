@@ -188,9 +188,10 @@ def measure(options: argparse.Namespace) -> tuple[dict, dict]:
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         manage = [sys.executable, str(ROOT / "manage.py")]
+        # No control socket: it would go to the home folder, shared by every gunicorn there.
         gunicorn = start(
             [sys.executable, "-m", "gunicorn", "marketplace.wsgi", "--bind", f"127.0.0.1:{port}",
-             "--workers", str(options.workers)],
+             "--workers", str(options.workers), "--no-control-socket"],
             env, log, stack,
         )  # fmt: skip
         worker = start([*manage, "rp_worker", "email", "default"], env, log, stack)
