@@ -117,6 +117,19 @@ def wait_until_serving(url: str, process: subprocess.Popen, log_path: Path) -> N
     raise SystemExit(f"gunicorn did not answer {url} within {START_TIMEOUT:.0f}s; see {log_path}")
 
 
+def count_sold_emails(outbox: Path, purchases: int, timeout: float = 30.0) -> int:
+    """The e-mails the worker wrote, once it has one per purchase or ``timeout`` passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        # The file backend ends each message with a line of 79 dashes; files may hold several.
+        sent = sum(
+            path.read_bytes().count(b"\n" + b"-" * 79 + b"\n") for path in outbox.glob("*.log")
+        )
+        if sent >= purchases or time.monotonic() > deadline:
+            return sent
+        time.sleep(0.5)
+
+
 def cpu_seconds(pids: dict[str, list[int]]) -> dict[str, float]:
     """CPU seconds (user + system) used so far by each named group of processes."""
     used = {}
@@ -218,8 +231,12 @@ def measure(options: argparse.Namespace) -> tuple[dict, dict]:
         cpu_after = cpu_seconds(groups)
         locust_cpu = children_cpu_seconds() - locust_before
         load_after = os.getloadavg()
-    if not results_path.exists():
-        raise SystemExit(f"locust exited with {locust.returncode} and wrote no results")
+        if not results_path.exists():
+            raise SystemExit(f"locust exited with {locust.returncode} and wrote no results")
+        results = json.loads(results_path.read_text())
+        results["sold_emails"] = count_sold_emails(
+            folder / "outbox", results["purchases"].get("bought", 0)
+        )
     machine = {
         "seconds": elapsed,
         "cpu": {
@@ -228,7 +245,7 @@ def measure(options: argparse.Namespace) -> tuple[dict, dict]:
         },
         "load_average": (load_before[0], load_after[0]),
     }
-    return json.loads(results_path.read_text()), machine
+    return results, machine
 
 
 # Requests every run must make; one missing means the scenario no longer fits the pages.
@@ -276,6 +293,7 @@ def render_report(options: argparse.Namespace, results: dict, machine: dict) -> 
         f"5xx responses: {server_errors}",
         "Purchases: "
         + (", ".join(f"{what}: {n}" for what, n in sorted(results["purchases"].items())) or "none"),
+        f"Sold e-mails written by the task worker: {results['sold_emails']}",
         f"CPU used in the {elapsed:.0f} s of the run (of {facts['cores']} cores): "
         + ", ".join(
             f"{name} {seconds:.1f} s ({seconds / elapsed:.0%})"
