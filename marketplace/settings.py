@@ -28,7 +28,11 @@ VAR_DIR.mkdir(exist_ok=True)
 
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or "demo-only-insecure-key-set-DJANGO_SECRET_KEY"
-ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
+ALLOWED_HOSTS = [
+    host.strip()
+    for host in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
+    if host.strip()
+]
 
 # Production (DJANGO_DEBUG=0) refuses to start on the demo's secret key or without its host
 # names. It is served over HTTPS, behind a proxy that sets X-Forwarded-Proto;
@@ -49,7 +53,10 @@ if not DEBUG:
     SECURE_SSL_REDIRECT = HTTPS and os.environ.get("DJANGO_SSL_REDIRECT", "1") == "1"
     SESSION_COOKIE_SECURE = HTTPS
     CSRF_COOKIE_SECURE = HTTPS
-    SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_HSTS_SECONDS", "3600")) if HTTPS else 0
+    hsts = os.environ.get("DJANGO_HSTS_SECONDS", "3600").strip()
+    if not hsts.isdecimal():
+        raise ImproperlyConfigured(f"DJANGO_HSTS_SECONDS must be whole seconds, got {hsts!r}")
+    SECURE_HSTS_SECONDS = int(hsts) if HTTPS else 0
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

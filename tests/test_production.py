@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.load import scenario
+from redisparts_app.services import chat, market
 from redisparts_app.testing import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +29,7 @@ def production_env(tmp_path: Path, redis_url: str, **extra: str) -> dict[str, st
     env.update(
         DJANGO_SETTINGS_MODULE="marketplace.settings",
         DJANGO_SECRET_KEY=secrets.token_urlsafe(60),
-        DJANGO_ALLOWED_HOSTS="market.example.com,127.0.0.1",
+        DJANGO_ALLOWED_HOSTS="127.0.0.1, market.example.com",
         REDIS_URL=redis_url,
         DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
         DJANGO_STATIC_ROOT=str(tmp_path / "static"),
@@ -79,6 +81,13 @@ def test_production_refuses_to_start_without_a_required_variable(
     assert message in result.stderr
     if command[0] == MANAGE:
         assert "Traceback" not in result.stderr
+
+
+def test_production_refuses_hsts_seconds_that_are_no_number(redis_url, tmp_path):
+    env = production_env(tmp_path, redis_url, DJANGO_DEBUG="0", DJANGO_HSTS_SECONDS="1h")
+    result = manage(env, "check")
+    assert result.returncode == 1
+    assert "DJANGO_HSTS_SECONDS must be whole seconds, got '1h'" in result.stderr
 
 
 def _get(port: int, path: str, **headers: str) -> http.client.HTTPResponse:
@@ -145,3 +154,18 @@ def test_gunicorn_serves_the_site_and_whitenoise_its_static_files(redis_url, tmp
         server.terminate()
         output, _ = server.communicate(timeout=30)
     assert "Traceback" not in output, output
+
+
+def test_load_scenario_gives_each_simulated_user_an_account_and_a_chat(client, db):
+    scenario.seed(6)
+    assert market.count_listings() == 6 * scenario.LISTED_PER_ACCOUNT
+    for number in range(1, 7):
+        name = scenario.username(number)
+        assert client.login(username=name, password=scenario.PASSWORD)
+        assert market.get_funds(name) == scenario.FUNDS
+        held = scenario.ITEMS_PER_ACCOUNT - scenario.LISTED_PER_ACCOUNT
+        assert len(market.get_inventory(name)) == held
+        members = chat.chat_members(scenario.chat_id(number))
+        assert name in members
+    assert sorted(chat.chat_members("load-1")) == [f"load0{n}" for n in range(1, 6)]
+    assert list(chat.chat_members("load-2")) == ["load06"]
