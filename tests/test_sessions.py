@@ -95,3 +95,14 @@ def test_bad_input_raises_before_anything_is_written(redis_client, update, token
     with pytest.raises(InvalidKeyPart):
         update(token, user, item)
     assert redis_client.dbsize() == 0
+
+
+@pytest.mark.parametrize("update", [update_token, update_token_pipelined])
+def test_a_changed_key_prefix_is_followed_at_once(redis_client, settings, update):
+    update("t1", "alice", "book", clock=lambda: 100.0)
+    settings.REDISPARTS = {"KEY_PREFIX": "shop"}
+    update("t2", "bob", "lamp", clock=lambda: 101.0)
+    prefixes = {key.split(b":", 1)[0] for key in scan_keys(redis_client, "*")}
+    assert prefixes == {b"rp", b"shop"}
+    assert redis_client.hgetall(sessions.login_key()) == {b"t2": b"bob"}
+    assert redis_client.zscore(sessions.views_key(), "lamp") == 1.0

@@ -44,7 +44,6 @@ Every call's keys share one hash tag, so the services run on a Redis Cluster;
 there the book method's WATCH/MULTI goes to the primary holding the guild's slot.
 """
 
-import itertools
 import random
 import time
 import unicodedata
@@ -434,9 +433,10 @@ class AddressBook:
 
 def _distinct_names(members: list[bytes], limit: int) -> list[str]:
     """Return the first ``limit`` distinct names of index entries, skipping sentinels."""
-    # Sentinels are another lookup's, or a killed one's. dict.fromkeys keeps first places.
-    names = dict.fromkeys(m.partition(b"\x00")[2] for m in members if SENTINEL_MARK not in m)
-    return _decode(itertools.islice(names, limit))
+    # dict.fromkeys keeps first places. A sentinel (another lookup's, or a killed one's)
+    # leaves "\0<token>" after the first NUL, and no name starts with NUL.
+    names = dict.fromkeys([m.partition(b"\x00")[2] for m in members])
+    return [name.decode() for name in names if name[:1] != b"\x00"][:limit]
 
 
 def _page(limit: int) -> int:

@@ -22,6 +22,7 @@ entries) is left to the caller, as in the book's session cleaner.
 
 import time
 from collections.abc import Callable
+from functools import cache
 
 from ..conf import app_settings
 from ..connection import get_redis
@@ -85,14 +86,22 @@ def _validated(token: str, user: str, item: str | None) -> tuple[str, str, str |
     return token, user, item
 
 
+@cache
+def _shared_keys(prefix: str) -> tuple[str, str, str]:
+    # The keys every update writes, built once per key prefix (``prefix`` is the
+    # cache key: a changed KEY_PREFIX builds them again).
+    return login_key(), recent_key(), views_key()
+
+
 def _write(target, token: str, user: str, item: str | None, now: float) -> None:
     """Queue (pipeline) or send (client) the writes; the one list of commands for both."""
-    target.hset(login_key(), token, user)
-    target.zadd(recent_key(), {token: now})
+    login, recent, views = _shared_keys(app_settings.KEY_PREFIX)
+    target.hset(login, token, user)
+    target.zadd(recent, {token: now})
     if item is not None:
         viewed = viewed_key(token)
         target.zadd(viewed, {item: now})
         # Keep the VIEWED_LIMIT most recent: ranks 0 … -(limit+1) are the oldest.
         target.zremrangebyrank(viewed, 0, -(VIEWED_LIMIT + 1))
         target.expire(viewed, app_settings.SESSION_TTL)
-        target.zincrby(views_key(), 1, item)
+        target.zincrby(views, 1, item)
