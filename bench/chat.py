@@ -1,10 +1,10 @@
 """Group chat: one fetch of a member's pending messages across 1, 10 and 50 chats.
 
-``fetch_pending_messages`` reads the member's chats, runs the per-chat fetch
-script for all of them in one pipeline and records the new positions: three
-round trips whatever the number of chats. Side by side, the straightforward
-per-chat implementation: read the chats, fetch each chat on its own round trip
-(the same script, ``fetch_chat_messages``), record the positions. Before each
+``fetch_pending_messages`` reads the member's chats and runs the fetch script
+once over all of them: two round trips whatever the number of chats. Side by
+side, the straightforward per-chat implementation: read the chats, then fetch
+each chat on its own round trip (the same script given one chat,
+``fetch_chat_messages``). Before each
 turn every chat gets one new message (untimed), so both fetch one message per
 chat; two readers in the same chats fetch in turn. Round trips are counted by a
 connection that counts the requests it writes.
@@ -36,17 +36,14 @@ def counting_client(url: str) -> tuple[redis.Redis, list[int]]:
 
 
 def fetch_per_chat(user: str, *, client: redis.Redis) -> list:
-    """The straightforward fetch: one round trip per chat."""
-    from redisparts_app.services.chat import fetch_chat_messages, seen_key, user_chats
+    """The straightforward fetch: read the user's chats, then one round trip per chat."""
+    from redisparts_app.services.chat import fetch_chat_messages, user_chats
 
-    fetched, moved = [], {}
+    fetched = []
     for chat in user_chats(user, client=client):
         messages = fetch_chat_messages(chat, user, client=client)
         if messages:
             fetched.append((chat, messages))
-            moved[chat] = messages[-1].id
-    if moved:
-        client.zadd(seen_key(user), moved, gt=True)
     return fetched
 
 

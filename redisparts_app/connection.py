@@ -15,7 +15,8 @@ Clients return bytes (no ``decode_responses``), like django-redis' raw client.
 
 On a Redis Cluster, ``on_slot``, ``slot_client`` and ``by_node`` take a service from the
 cluster client to the plain client of one primary: for MULTI/WATCH, which
-redis-py 5.2's cluster client refuses, and for scripts pipelined per node.
+redis-py 5.2's cluster client refuses, and for scripts pipelined per node;
+``by_slot`` groups the keys one script may take together.
 """
 
 import threading
@@ -201,6 +202,21 @@ def by_node(client: Any, items: Iterable[T], key_of: Callable[[T], KeyT]) -> lis
     groups: dict[Hashable, list[T]] = {}
     for item in items:
         groups.setdefault(client.get_node_from_key(key_of(item)).name, []).append(item)
+    return list(groups.values())
+
+
+def by_slot(client: Any, items: Iterable[T], key_of: Callable[[T], KeyT]) -> list[list[T]]:
+    """Group ``items`` that one script may take together, in their original order.
+
+    One group with every item unless ``client`` is a cluster client, where a
+    script's keys must share a slot; then one group per slot of ``key_of(item)``.
+    """
+    items = list(items)
+    if not isinstance(client, RedisCluster):
+        return [items] if items else []
+    groups: dict[int, list[T]] = {}
+    for item in items:
+        groups.setdefault(client.keyslot(key_of(item)), []).append(item)
     return list(groups.values())
 
 

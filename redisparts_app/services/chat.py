@@ -6,7 +6,8 @@ script in one Cluster slot; a user's list of chats has the user's tag:
     rp:chat:{<chat>}:members     zset member -> id of the last message they fetched
     rp:chat:{<chat>}:msgs        zset message JSON {id, sender, ts, text} -> id
     rp:chat:{<chat>}:ids         counter of the chat's message ids
-    rp:chat_user:{<user>}:seen   zset chat id -> last fetched id (the user's chats)
+    rp:chat_user:{<user>}:seen   zset chat id -> id of the last message when the user
+                                 joined (the user's chats)
     rp:chat_ids:{chat_ids}:next  counter giving new chats their ids
 
 Guarantees: a message gets its id and enters the messages zset in one script,
@@ -16,21 +17,24 @@ member receives every message exactly once and in id order, even from two
 fetches at once. Messages every member has fetched are deleted (history is
 therefore what some member has not fetched yet). Only members read or post.
 
-Across chats nothing is atomic: ``fetch_pending_messages`` reads the user's
-chats (round trip 1), runs the per-chat script for every chat in one pipeline
-(round trip 2; on a Redis Cluster one pipeline per primary holding any of the
-chats, whose slots spread over the nodes), and records the new positions in the
-user's ``seen`` zset (round trip 3, only when something changed) — a constant
-number of round trips whatever the number of chats. The member positions in the chats are the
-truth; the ``seen`` zset lists the user's chats and may lag behind. Creating a
-chat writes the chat, then the members' ``seen`` entries: a crash in between
-leaves members who see the chat only after joining it again.
+``fetch_pending_messages`` reads the user's chats (round trip 1) and runs the
+fetch script once over all of them (round trip 2; on a Redis Cluster, whose slots
+spread the chats over the nodes, one script per slot and one pipeline per primary
+holding any of the chats); a third round trip removes from the user's ``seen``
+zset the chats they left or that were deleted meanwhile — a constant number of
+round trips whatever the number of chats. Only on a single server is the fetch
+atomic across chats. The member positions in the chats are the truth; the
+``seen`` zset only lists the user's chats (the book keeps positions there too,
+which costs every fetch a write). Creating a chat writes the chat, then the
+members' ``seen`` entries: a crash in between leaves members who see the chat
+only after joining it again.
 
 Times are Unix seconds (float) from the injectable ``clock``. Message text is
 limited by ``CHAT_MAX_MESSAGE_LENGTH`` characters; one fetch takes at most
 ``CHAT_FETCH_LIMIT`` messages per chat (the rest come with the next fetch).
 """
 
+import itertools
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -41,7 +45,7 @@ from redis.exceptions import NoScriptError
 
 from .. import lua
 from ..conf import app_settings
-from ..connection import by_node, get_redis, on_slot
+from ..connection import by_node, by_slot, get_redis, on_slot
 from ..exceptions import ChatExists, ChatNotFound, InvalidMessage, NotChatMember
 from ..keys import make_key, validate_key_part
 from .mail import validate_message_id, validate_text
@@ -140,8 +144,8 @@ def fetch_pending_messages(
     """Take ``user``'s pending messages of every chat they belong to.
 
     Return ``(chat_id, messages)`` for each chat with new messages, messages in
-    id order. Atomic per chat, not across chats; see the module docstring for
-    the round trips.
+    id order. Atomic per chat (on a single server, across the chats too); see the
+    module docstring for the round trips.
     """
     client = client if client is not None else get_redis()
     user = validate_key_part(user, "user")
@@ -149,29 +153,25 @@ def fetch_pending_messages(
     chats = [chat.decode() for chat in client.zrange(key, 0, -1)]
     if not chats:
         return []
+    # One script takes many chats: every chat on a single server; on a Redis Cluster
+    # the chats of one slot, each node's scripts sent in one pipeline.
+    read_keys = {chat: _read_keys(chat) for chat in chats}
+    groups = by_slot(client, chats, lambda chat: read_keys[chat][0])
     limit = _fetch_limit()
-    replies = _pipelined_script(
-        client,
-        "chat_fetch",
-        [(_read_keys(c), [user, limit]) for c in chats],
-    )
-    result: list[tuple[str, list[ChatMessage]]] = []
-    moved: dict[str, int] = {}
+    calls = [([k for chat in group for k in read_keys[chat]], [user, limit]) for group in groups]
+    chats = [chat for group in groups for chat in group]
+    replies = [reply for group in _pipelined_script(client, "chat_fetch", calls) for reply in group]
     gone: list[str] = []
+    pending: list[tuple[str, int]] = []  # (chat, messages taken), in reply order
     for chat, reply in zip(chats, replies, strict=True):
         if reply[0] < 0:
             gone.append(chat)  # left or deleted since: the seen entry is stale
         elif len(reply) > 1:
-            moved[chat] = int(reply[0])
-            result.append((chat, [_decode(m) for m in reply[1:]]))
-    if moved or gone:
-        pipe = client.pipeline(transaction=False)
-        if moved:
-            pipe.zadd(key, moved, gt=True)
-        if gone:
-            pipe.zrem(key, *gone)
-        pipe.execute()
-    return result
+            pending.append((chat, len(reply) - 1))
+    if gone:
+        client.zrem(key, *gone)
+    messages = iter(_decode([m for reply in replies for m in reply[1:]]))
+    return [(chat, list(itertools.islice(messages, count))) for chat, count in pending]
 
 
 def fetch_chat_messages(
@@ -182,11 +182,11 @@ def fetch_chat_messages(
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
     keys = chat_keys(chat_id)
-    reply = lua.script(client, "chat_fetch")(
+    [reply] = lua.script(client, "chat_fetch")(
         keys=[keys["members"], keys["msgs"]], args=[user, _fetch_limit()]
     )
     _raise_for(reply[0], chat_id, user)
-    return [_decode(m) for m in reply[1:]]
+    return _decode(reply[1:])
 
 
 def read_history(
@@ -199,7 +199,7 @@ def read_history(
     """
     count = _positive(count, "count")
     reply = _read(client, chat_id, user, "history", 0, count)
-    return [_decode(m) for m in reversed(reply[1:])]
+    return _decode(reply[:0:-1])
 
 
 def read_messages(
@@ -216,7 +216,7 @@ def read_messages(
         after = validate_message_id(after)
     limit = _fetch_limit() if limit is None else _positive(limit, "limit")
     reply = _read(client, chat_id, user, "after", after, limit)
-    return [_decode(m) for m in reply[1:]]
+    return _decode(reply[1:])
 
 
 def unread_counts(user: str, *, client: Redis | None = None) -> dict[str, int]:
@@ -292,9 +292,13 @@ def _encode(sender: str, text: str, clock: Callable[[], float]) -> str:
 _decode_json = json.JSONDecoder().decode
 
 
-def _decode(encoded: bytes) -> ChatMessage:
-    # Messages are stored as UTF-8: decoding first skips json.loads' encoding sniffing.
-    return ChatMessage(**_decode_json(encoded.decode()))
+def _decode(encoded: list[bytes]) -> list[ChatMessage]:
+    # One JSON array for all the messages: one decoder call rather than one each.
+    # They are stored as UTF-8: decoding first skips json.loads' encoding sniffing.
+    if not encoded:
+        return []
+    array = b"[" + b",".join(encoded) + b"]"
+    return [ChatMessage(**fields) for fields in _decode_json(array.decode())]
 
 
 def _fetch_limit() -> int:
@@ -346,6 +350,9 @@ def _pipelined_script(client, name: str, calls: list[tuple[list[str], list]]) ->
 
 def _pipeline_scripts(server, name: str, calls: list[tuple[list[str], list]]) -> list:
     script = lua.script(server, name)
+    if len(calls) == 1:  # a pipeline of one call only costs more
+        [(keys, args)] = calls
+        return [script(keys=keys, args=args)]
     for attempt in (1, 2):
         pipe = server.pipeline(transaction=False)
         for keys, args in calls:
