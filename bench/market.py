@@ -8,45 +8,35 @@ invariant checks; ``manage.py rp_bench_market`` prints the same table.
     .venv/bin/python -m bench.market [--quick]
 """
 
-import math
-
 from bench.harness import Check, Ratio, Section, main
 
 
 def run(ctx) -> list[Section]:
     from redisparts_app import market_load
 
-    seconds = ctx.seconds(1.5, 0.5)
+    seconds = ctx.seconds(2.0, 0.5)
     rows = market_load.run_table(seconds, ctx.repetitions, url=ctx.url("tcp"))
-    busiest = {row.strategy: row.bought for row in rows if (row.listers, row.buyers) == (5, 5)}
     return [
         Section(
             title=f'Marketplace under load ("heavily loaded marketplace"), {seconds:g} s runs',
             columns=market_load.COLUMNS,
             rows=market_load.table_rows(rows),
             ratios=[
-                Ratio("lua / watch, items bought at 5/5", ratio(busiest, "lua", "watch"), 8.0),
-                Ratio(
-                    "lua / item_lock, items bought at 5/5",
-                    ratio(busiest, "lua", "item_lock"),
-                    2.5,
-                ),
+                Ratio(f"{a} / {b}, items bought at 5/5", market_load.bought_ratio(rows, a, b), t)
+                for a, b, t in market_load.TARGETS
             ],
             checks=[
                 Check(f"{check} in every row", all(row.invariants[check] for row in rows))
                 for check in rows[0].invariants
             ],
             notes=[
-                f"medians of {ctx.repetitions} run(s); wait/purchase: time in purchase calls (lost"
-                " races included) per item bought; lost races: the listing was bought by"
-                " another buyer first",
+                f"medians of {ctx.repetitions} run(s), the strategies in turn (order reversed"
+                " every other round), ratios the median of per-round ratios; wait/purchase:"
+                " time in purchase calls (lost races included) per item bought; lost races:"
+                " the listing was bought by another buyer first; busy: MarketBusy",
             ],
         )
     ]
-
-
-def ratio(bought: dict[str, float], a: str, b: str) -> float:
-    return bought[a] / bought[b] if bought[b] else math.inf
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ invariants checked afterwards from the buyers' own records:
 Used by ``manage.py rp_bench_market`` and ``bench/market.py``.
 """
 
+import math
 import multiprocessing
 import random
 import statistics
@@ -37,6 +38,8 @@ CONFIGURATIONS = ((1, 1), (5, 1), (5, 5))
 BUYER_FUNDS = 10**12  # cents; no buyer runs out
 ITEMS_PER_LISTER = 10_000
 CHEAPEST = 10  # buyers pick at random among the cheapest listings
+# The targets: items bought at 5/5 by the first strategy per item bought by the second.
+TARGETS = (("lua", "watch", 8.0), ("lua", "item_lock", 2.5))
 
 
 @dataclass
@@ -54,6 +57,7 @@ class Row:
     wait_ms: float = 0
     runs: int = 0
     invariants: dict[str, bool] = field(default_factory=dict)
+    bought_per_run: list[int] = field(default_factory=list)  # in run order
 
     @property
     def holds(self) -> bool:
@@ -185,6 +189,9 @@ def run_table(
 ) -> list[Row]:
     """Measure every strategy under every load, the strategies in turn within a load.
 
+    The order of the strategies is reversed every other repetition, so none
+    always runs after the same one.
+
     Without ``url``, on a redis-server started for the purpose (on TCP loopback)
     and stopped afterwards. ``progress(row)`` is called after each run.
     """
@@ -195,13 +202,14 @@ def run_table(
     rows = []
     for listers, buyers in configurations:
         runs: dict[str, list[dict]] = {strategy: [] for strategy in strategies}
-        for _ in range(repetitions):
-            for strategy in strategies:
+        for repetition in range(repetitions):
+            for strategy in strategies[:: -1 if repetition % 2 else 1]:
                 runs[strategy].append(run_once(url, strategy, listers, buyers, seconds))
                 if progress is not None:
                     progress(Row(strategy, listers, buyers))
         for strategy, figures in runs.items():
             row = Row(strategy, listers, buyers, runs=len(figures))
+            row.bought_per_run = [f["bought"] for f in figures]
             for name in ("listed", "bought", "retries", "lost", "busy", "wait_ms"):
                 setattr(row, name, statistics.median(f[name] for f in figures))
             row.invariants = {
@@ -210,6 +218,32 @@ def run_table(
             }
             rows.append(row)
     return rows
+
+
+def bought_ratio(rows: list[Row], a: str, b: str, load: tuple[int, int] = (5, 5)) -> float:
+    """Items bought by strategy ``a`` per item bought by ``b`` under ``load``.
+
+    The median of the per-repetition ratios (a and b ran side by side in each);
+    NaN when either was not measured, infinity when ``b`` bought nothing.
+    """
+    found = {row.strategy: row.bought_per_run for row in rows if (row.listers, row.buyers) == load}
+    if a not in found or b not in found:
+        return math.nan
+    ratios = [x / y if y else math.inf for x, y in zip(found[a], found[b], strict=True)]
+    return statistics.median(ratios)
+
+
+def target_lines(rows: list[Row]) -> list[str]:
+    """Return each target ratio measured in ``rows`` as "label: value (target: met)"."""
+    lines = []
+    for a, b, target in TARGETS:
+        value = bought_ratio(rows, a, b)
+        if not math.isnan(value):
+            met = "met" if value >= target else "MISSED"
+            lines.append(
+                f"{a} / {b}, items bought at 5/5: {value:.2f}x (target >= {target:g}x: {met})"
+            )
+    return lines
 
 
 COLUMNS = ["strategy", "listers/buyers", "listed", "bought", "retries", "lost races", "busy",

@@ -78,3 +78,19 @@ def test_the_command_refuses_bad_numbers(args):
     with pytest.raises(CommandError) as error:
         call_command("rp_bench_market", *args, stdout=StringIO(), stderr=StringIO())
     assert error.value.returncode == 2
+
+
+def test_target_ratios_pair_the_runs_of_each_repetition():
+    def row(strategy, *bought):
+        return market_load.Row(strategy, 5, 5, bought_per_run=list(bought))
+
+    rows = [row("watch", 10, 50, 20), row("item_lock", 40, 0, 30), row("lua", 100, 300, 90)]
+    # Per repetition: 100/10, 300/50, 90/20 -> median 6; 100/40, 300/0, 90/30 -> median 3.
+    assert market_load.bought_ratio(rows, "lua", "watch") == 6.0
+    assert market_load.bought_ratio(rows, "lua", "item_lock") == 3.0
+    assert market_load.target_lines(rows) == [
+        "lua / watch, items bought at 5/5: 6.00x (target >= 8x: MISSED)",
+        "lua / item_lock, items bought at 5/5: 3.00x (target >= 2.5x: met)",
+    ]
+    # Strategies left out of the run give no line.
+    assert market_load.target_lines(rows[2:]) == []

@@ -44,5 +44,7 @@ class Command(BaseCommand):
         widths = [max(len(str(line[i])) for line in table) for i in range(len(table[0]))]
         for line in table:
             self.stdout.write("  ".join(str(v).rjust(w) for v, w in zip(line, widths, strict=True)))
+        for line in market_load.target_lines(rows):
+            self.stdout.write(line)
         if not all(row.holds for row in rows):
             raise CommandError("an invariant was broken (see the last column)", returncode=1)
