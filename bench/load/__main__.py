@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import json
 import os
 import resource
@@ -176,8 +177,13 @@ def main() -> None:
     for name in ("users", "duration", "workers"):
         if getattr(options, name) < 1:
             parser.error(f"--{name} must be at least 1")
+    if importlib.util.find_spec("locust") is None:
+        raise SystemExit("locust is not installed: run `make load`, which installs the load extra")
     options.output.mkdir(parents=True, exist_ok=True)
-    results, machine = measure(options)
+    try:
+        results, machine = measure(options)
+    except KeyboardInterrupt:
+        raise SystemExit("interrupted; every server of the run was stopped") from None
     report = render_report(options, results, machine)
     (options.output / "report.md").write_text(report)
     write_csv(options.output / "report.csv", results)
