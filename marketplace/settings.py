@@ -5,7 +5,8 @@ REDISPARTS_DATA_DIR, default var/redis), or REDIS_SENTINELS ("host:port,host:por
 REDIS_SENTINEL_MASTER (default mymaster) and REDIS_SENTINEL_DB (default 0),
 DATABASE_URL (default SQLite in var/), DJANGO_SECRET_KEY, DJANGO_DEBUG,
 DJANGO_ALLOWED_HOSTS, DJANGO_EMAIL_FILE_PATH (where the file e-mail backend writes, default
-var/outbox), DJANGO_STATIC_ROOT (where collectstatic writes, default var/static), and with
+var/outbox), DJANGO_STATIC_ROOT (where collectstatic writes, default var/static),
+REDISPARTS_METRICS_TOKEN (bearer token of /metrics and /health/), and with
 DJANGO_DEBUG=0: DJANGO_HTTPS (default 1), DJANGO_SSL_REDIRECT (default 1),
 DJANGO_HSTS_SECONDS (default 3600).
 
@@ -69,6 +70,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "health_check",  # the template of /health/
     "redisparts_app",
     "marketplace",
 ]
@@ -135,6 +137,8 @@ CACHES = {
 REDISPARTS = {
     "KEY_PREFIX": "rp",
     "CONNECTIONS": {"default": {"CACHE": "default"}},
+    # Opens /metrics and /health/ to a scraper (staff sessions always get in).
+    "METRICS_TOKEN": os.environ.get("REDISPARTS_METRICS_TOKEN") or None,
     "EMBEDDED": None
     if os.environ.get("REDIS_URL") or REDIS_SENTINELS
     else {"DATA_DIR": REDIS_DATA_DIR, "AUTOSTART": True, "APPENDFSYNC": "everysec"},

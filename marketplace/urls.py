@@ -19,5 +19,7 @@ urlpatterns = [
     path("friends/remove/", views.friend_remove, name="friend_remove"),
     path("stats/", views.stats, name="stats"),
     path("admin/", admin.site.urls),
+    # /metrics and /health/: staff or REDISPARTS["METRICS_TOKEN"] only.
+    path("", include("redisparts_app.urls")),
     path("", include("marketplace.social.urls")),
 ]

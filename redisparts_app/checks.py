@@ -48,6 +48,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 )
             )
     errors.extend(_queue_errors())
+    errors.extend(_monitoring_errors())
     prefix = app_settings.KEY_PREFIX
     if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix):
         errors.append(
@@ -131,6 +132,36 @@ def _queue_errors() -> list[CheckMessage]:
         validate_key_part(app_settings.QUEUE_GROUP, "queue group")
     except (TypeError, ValueError) as exc:
         errors.append(Error(f"REDISPARTS['QUEUE_GROUP']: {exc}.", id="redisparts.E001"))
+    return errors
+
+
+def _monitoring_errors() -> list[CheckMessage]:
+    """Report health-check thresholds and a metrics token that could not work."""
+    errors: list[CheckMessage] = []
+    limits = ["HEALTH_QUEUE_MAX_AGE", "HEALTH_LEASE_GRACE", "HEALTH_REPLICATION_MAX_LAG"]
+    if app_settings.HEALTH_REPLICATION_MAX_LAG_BYTES is not None:
+        limits.append("HEALTH_REPLICATION_MAX_LAG_BYTES")
+    for name in limits:
+        value = getattr(app_settings, name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e15:
+            errors.append(
+                Error(
+                    f"REDISPARTS[{name!r}] must be a number of at least 0, got {value!r}.",
+                    id="redisparts.E001",
+                )
+            )
+    token = app_settings.METRICS_TOKEN
+    if token is not None and (
+        not isinstance(token, str) or len(token) < 16 or not token.isprintable()
+    ):
+        errors.append(
+            Error(
+                "REDISPARTS['METRICS_TOKEN'] must be None or a string of at least 16 printable "
+                "characters.",
+                hint="Make one with python -c 'import secrets; print(secrets.token_urlsafe())'",
+                id="redisparts.E001",
+            )
+        )
     return errors
 
 

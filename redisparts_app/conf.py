@@ -119,6 +119,20 @@ DEFAULTS: dict[str, Any] = {
     "LOCK_TTL": 10.0,
     # Seconds Lock.acquire waits for a held lock before raising LockTimeout.
     "LOCK_TIMEOUT": 10.0,
+    # Health checks (health.py): seconds the next task of a queue may have waited.
+    "HEALTH_QUEUE_MAX_AGE": 300.0,
+    # Seconds an in-flight task may stay past its lease deadline (a reaper runs at each
+    # deadline in rp_scheduler, and every 2 s in each rp_worker).
+    "HEALTH_LEASE_GRACE": 30.0,
+    # Seconds since a replica's last acknowledgement (or a replica's last word from its
+    # master) the replication check accepts.
+    "HEALTH_REPLICATION_MAX_LAG": 10.0,
+    # Bytes a replica may be behind its master's offset; None: not checked (write bursts
+    # make it jump between the replica's once-a-second acknowledgements).
+    "HEALTH_REPLICATION_MAX_LAG_BYTES": None,
+    # Bearer token that opens the metrics and health endpoints (urls.py) to a scraper,
+    # besides staff sessions; None: staff sessions only. At least 16 characters.
+    "METRICS_TOKEN": None,
 }
 
 

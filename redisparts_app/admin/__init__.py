@@ -29,7 +29,17 @@ from django.views.decorators.http import require_POST
 from ..conf import app_settings
 from ..exceptions import InvalidConfig, RedisPartsError, TaskNotFound
 from ..models import RedisParts
-from ..services import autocomplete, config, counters, locks, logs, overview, semaphores, stats
+from ..services import (
+    autocomplete,
+    config,
+    counters,
+    health,
+    locks,
+    logs,
+    overview,
+    semaphores,
+    stats,
+)
 from ..services.persistence import server_status
 from ..services.tasks import TaskQueue
 from .charts import bar_chart
@@ -202,22 +212,8 @@ class RedisPartsAdmin(admin.ModelAdmin):
     # -- task queues --------------------------------------------------------------------
 
     def queues_view(self, request: HttpRequest) -> HttpResponse:
-        groups = []
-        now = time.time()
-        for group in overview.queue_groups():
-            queue = TaskQueue(group)
-            counts = queue.counts()
-            rows = []
-            for name, length in counts["queues"].items():
-                head = queue.peek(name, 0, 1) if length else []
-                oldest = head[0].enqueued_at if head and head[0].enqueued_at else None
-                rows.append(
-                    {"name": name, "length": length, "age": now - oldest if oldest else None}
-                )
-            groups.append({"name": group, "queues": rows, "counts": counts})
-        return self._render(
-            request, "queues.html", {"title": "Task queues", "groups": groups, "now": now}
-        )
+        groups = health.queue_figures()
+        return self._render(request, "queues.html", {"title": "Task queues", "groups": groups})
 
     def peek_view(self, request: HttpRequest, group: str, queue: str) -> HttpResponse:
         task_queue = self._group(request, group)

@@ -1,7 +1,8 @@
 -- semaphore_acquire.lua: take a permit if one is free. Expiry, count and insert run as one
 -- atomic step, which closes the race of the book's ZADD-then-ZRANK acquire.
 -- KEYS[1] holders zset: holder id -> deadline, ms
--- KEYS[2] info hash: holder id -> JSON {"acquired_ms": ..., "reason": ...}
+-- KEYS[2] info hash: holder id -> JSON {"acquired_ms": ..., "reason": ...}, and "limit" ->
+--         the limit of the last acquire (for the metrics)
 -- KEYS[3], KEYS[4] (fair semaphores only) owners zset: holder id -> ticket;
 --         counter: last ticket handed out (kept without a TTL, so tickets only grow)
 -- ARGV[1] holder id   ARGV[2] limit   ARGV[3] timeout, ms   ARGV[4] reason
@@ -29,7 +30,8 @@ if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
 end
 local ticket = 1
 redis.call('ZADD', KEYS[1], now + timeout, ARGV[1])
-redis.call('HSET', KEYS[2], ARGV[1], cjson.encode({acquired_ms = now, reason = ARGV[4]}))
+redis.call('HSET', KEYS[2], ARGV[1], cjson.encode({acquired_ms = now, reason = ARGV[4]}),
+  'limit', ARGV[2])
 if fair then
   ticket = redis.call('INCR', KEYS[4])
   redis.call('ZADD', KEYS[3], ticket, ARGV[1])

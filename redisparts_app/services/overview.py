@@ -62,7 +62,7 @@ class ChatOverview:
     last_id: int
 
 
-def _tag_pattern(component: str, *roles: str) -> tuple[str, re.Pattern[str]]:
+def tag_pattern(component: str, *roles: str) -> tuple[str, re.Pattern[str]]:
     """The SCAN pattern for ``<prefix>:<component>:{*}:<roles>`` and a regex taking the tag."""
     pattern = make_key(component, "*", *roles)
     exact = re.escape(make_key(component, "TAG", *roles)).replace(r"\{TAG\}", r"\{([^{}]+)\}")
@@ -77,7 +77,7 @@ def scan_page(
     Start with ``cursor`` 0 and pass the returned cursor for the next page; sorted
     within the page only.
     """
-    pattern, regex = _tag_pattern(component, *roles)
+    pattern, regex = tag_pattern(component, *roles)
     found, cursor = _scan_matches(pattern, regex, cursor, count, client)
     return Page(sorted(tag for (tag,) in found), cursor)
 
@@ -89,7 +89,7 @@ def queue_groups(*, client=None) -> list[str]:
     walk is short even on a large keyspace; the default group is always listed.
     """
     client = client if client is not None else get_redis()
-    pattern, regex = _tag_pattern("queue", "queues")
+    pattern, regex = tag_pattern("queue", "queues")
     found = {str(app_settings.QUEUE_GROUP)}
     for key in scan_keys(client, pattern, count=SCAN_BATCH):
         match = regex.match(key.decode("utf-8", "replace"))

@@ -15,7 +15,8 @@ Two kinds, with the same interface (``acquire``, ``refresh``, ``release``, ``hol
 Keys, all with the hash tag ``{name}`` (one Cluster slot)::
 
     <prefix>:semaphore:{name}:holders   zset, holder id -> deadline (ms)
-    <prefix>:semaphore:{name}:info      hash, holder id -> JSON {"acquired_ms", "reason"}
+    <prefix>:semaphore:{name}:info      hash, holder id -> JSON {"acquired_ms", "reason"};
+                                        "limit" -> limit of the last acquire (metrics)
     <prefix>:semaphore:{name}:owners    zset, holder id -> ticket (fair only)
     <prefix>:semaphore:{name}:counter   last ticket handed out (fair only; no TTL)
     <prefix>:semaphore:{name}:wake      list, one token per freed slot (waiters BLPOP it)

@@ -186,6 +186,7 @@ class TaskQueue:
             allow_zero=False,
         )
         task_id = new_task_id() if task_id is None else validate_key_part(task_id, "task id")
+        now = time.time()
         record = {
             "id": task_id,
             "name": name,
@@ -194,7 +195,10 @@ class TaskQueue:
             "kwargs": kwargs,
             "retries": 0,
             "max_retries": max_retries,
-            "enqueued_at": time.time(),
+            "enqueued_at": now,
+            # When it may run (the scheduler moves it then): a queue's backlog age counts
+            # from here, not from the enqueue of a delayed task.
+            "ready_at": now + delay,
             "kind": kind,
         }
         body = json.dumps(record, separators=(",", ":"))

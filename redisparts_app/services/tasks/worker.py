@@ -237,7 +237,9 @@ class Worker(_Stoppable):
             float(app_settings.QUEUE_RETRY_MAX_DELAY),
             float(app_settings.QUEUE_RETRY_DELAY) * 2 ** (retries - 1),
         )
-        return "retry", {**record, "retries": retries, "last_error": error["reason"]}, delay
+        ready_at = time.time() + delay
+        update = {"retries": retries, "last_error": error["reason"], "ready_at": ready_at}
+        return "retry", {**record, **update}, delay
 
     def _settle(
         self, task_id: str, outcome: str, payload: dict[str, Any] | None, delay: float

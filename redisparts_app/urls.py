@@ -1,0 +1,18 @@
+"""Operations endpoints (the ``monitoring`` extra): ``include("redisparts_app.urls")``.
+
+- ``metrics`` Prometheus metrics (``metrics.py``)
+- ``health/`` django-health-check's page over the components' checks (``health.py``)
+
+Both answer staff with the view_redisparts permission, or ``Authorization: Bearer
+<REDISPARTS["METRICS_TOKEN"]>``; everyone else gets 403.
+"""
+
+from django.urls import path
+
+from .health import HealthView
+from .metrics import metrics_view
+
+urlpatterns = [
+    path("metrics", metrics_view, name="redisparts_metrics"),
+    path("health/", HealthView.as_view(), name="redisparts_health"),
+]
