@@ -23,8 +23,6 @@ answers only staff or the metrics token (``access.py``). The component checks re
 """
 
 import dataclasses
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import redis
@@ -50,23 +48,6 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 
-@contextmanager
-def _reading(alias: str | None) -> Iterator[Any]:
-    """Yield the client of ``alias``; an unreachable server fails the check with its reason."""
-    try:
-        yield get_redis(alias)
-    except ConnectionNotConfigured as exc:
-        raise ServiceUnavailable(str(exc)) from exc
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        shown = alias or app_settings.DEFAULT_CONNECTION
-        raise ServiceUnavailable(f"Redis connection {shown!r} is unreachable: {exc}") from exc
-
-
-def _report(problems: list[str]) -> None:
-    if problems:
-        raise ServiceUnavailable("; ".join(problems))
-
-
 @dataclasses.dataclass
 class RedisReachable(HealthCheck):
     """The Redis connection ``alias`` answers PING."""
@@ -79,57 +60,70 @@ class RedisReachable(HealthCheck):
             raise ServiceUnavailable(problem)
 
 
-@dataclasses.dataclass
-class QueueBacklog(HealthCheck):
+@dataclasses.dataclass(repr=False)
+class ComponentCheck(HealthCheck):
+    """A check of figures read through the connection ``connection`` (None: the default).
+
+    Subclasses return the problems they find; any problem fails the check with them all.
+    """
+
+    connection: str | None = None
+
+    def __repr__(self) -> str:
+        # The check's name in reports: the alias only when one was chosen.
+        name = type(self).__name__
+        return name if self.connection is None else f"{name}(connection={self.connection!r})"
+
+    def run(self) -> None:
+        try:
+            problems = self.problems(get_redis(self.connection))
+        except ConnectionNotConfigured as exc:
+            raise ServiceUnavailable(str(exc)) from exc
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            alias = self.connection or app_settings.DEFAULT_CONNECTION
+            raise ServiceUnavailable(f"Redis connection {alias!r} is unreachable: {exc}") from exc
+        if problems:
+            raise ServiceUnavailable("; ".join(problems))
+
+    def problems(self, client: Any) -> list[str]:
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(repr=False)
+class QueueBacklog(ComponentCheck):
     """No queue's next task has waited more than REDISPARTS["HEALTH_QUEUE_MAX_AGE"] seconds."""
 
-    connection: str | None = None
-
-    def run(self) -> None:
-        with _reading(self.connection) as client:
-            groups = health.queue_figures(client=client)
-        _report(health.backlog_problems(groups, float(app_settings.HEALTH_QUEUE_MAX_AGE)))
+    def problems(self, client: Any) -> list[str]:
+        groups = health.queue_figures(client=client)
+        return health.backlog_problems(groups, float(app_settings.HEALTH_QUEUE_MAX_AGE))
 
 
-@dataclasses.dataclass
-class ExpiredLeases(HealthCheck):
+@dataclasses.dataclass(repr=False)
+class ExpiredLeases(ComponentCheck):
     """No in-flight task is more than REDISPARTS["HEALTH_LEASE_GRACE"] seconds past its lease."""
 
-    connection: str | None = None
-
-    def run(self) -> None:
-        with _reading(self.connection) as client:
-            groups = health.queue_figures(client=client)
-        _report(health.lease_problems(groups, float(app_settings.HEALTH_LEASE_GRACE)))
+    def problems(self, client: Any) -> list[str]:
+        groups = health.queue_figures(client=client)
+        return health.lease_problems(groups, float(app_settings.HEALTH_LEASE_GRACE))
 
 
-@dataclasses.dataclass
-class LocksWithoutTTL(HealthCheck):
+@dataclasses.dataclass(repr=False)
+class LocksWithoutTTL(ComponentCheck):
     """No lock's owner key lacks a TTL."""
 
-    connection: str | None = None
-
-    def run(self) -> None:
-        with _reading(self.connection) as client:
-            figures = health.lock_figures(client=client)
-        _report(health.lock_problems(figures))
+    def problems(self, client: Any) -> list[str]:
+        return health.lock_problems(health.lock_figures(client=client))
 
 
-@dataclasses.dataclass
-class ReplicationLag(HealthCheck):
+@dataclasses.dataclass(repr=False)
+class ReplicationLag(ComponentCheck):
     """Every replica is online and recent (REDISPARTS["HEALTH_REPLICATION_MAX_LAG..."])."""
 
-    connection: str | None = None
-
-    def run(self) -> None:
-        with _reading(self.connection) as client:
-            statuses = node_statuses(client=client)
-        _report(
-            health.replication_problems(
-                statuses,
-                float(app_settings.HEALTH_REPLICATION_MAX_LAG),
-                app_settings.HEALTH_REPLICATION_MAX_LAG_BYTES,
-            )
+    def problems(self, client: Any) -> list[str]:
+        return health.replication_problems(
+            node_statuses(client=client),
+            float(app_settings.HEALTH_REPLICATION_MAX_LAG),
+            app_settings.HEALTH_REPLICATION_MAX_LAG_BYTES,
         )
 
 

@@ -81,7 +81,9 @@ class RedispartsCollector:
 
     def _figures(self, client) -> Iterator[Metric]:
         names = health.inventory(client=client)
-        groups = health.queue_figures(groups=names["queue"], client=client)
+        # The default group too, like the admin: its zeros before its first task.
+        groups = names["queue"] | {str(app_settings.QUEUE_GROUP)}
+        groups = health.queue_figures(groups=groups, client=client)
         queues = [(g.group, q.name, q) for g in groups for q in g.queues]
         yield _gauge(
             "redisparts_queue_ready_tasks",
