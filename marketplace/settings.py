@@ -137,8 +137,10 @@ CACHES = {
 REDISPARTS = {
     "KEY_PREFIX": "rp",
     "CONNECTIONS": {"default": {"CACHE": "default"}},
-    # Opens /metrics and /health/ to a scraper (staff sessions always get in).
+    # Opens /metrics and /health/ to a scraper (staff sessions always get in), and keeps
+    # them answering while the maintenance page is up.
     "METRICS_TOKEN": os.environ.get("REDISPARTS_METRICS_TOKEN") or None,
+    "MAINTENANCE_EXEMPT_PATHS": ["/admin/", "/metrics", "/health/"],
     "EMBEDDED": None
     if os.environ.get("REDIS_URL") or REDIS_SENTINELS
     else {"DATA_DIR": REDIS_DATA_DIR, "AUTOSTART": True, "APPENDFSYNC": "everysec"},

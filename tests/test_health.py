@@ -13,6 +13,7 @@ import sys
 import time
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Permission, User
 from django.core.checks import run_checks
 from django.test import override_settings
@@ -26,7 +27,7 @@ from redisparts_app.health import (
     RedisReachable,
     ReplicationLag,
 )
-from redisparts_app.services import chat, counters, health
+from redisparts_app.services import chat, config, counters, health
 from redisparts_app.services.locks import Lock, lock_keys
 from redisparts_app.services.semaphores import FairSemaphore, Semaphore
 from redisparts_app.services.tasks import Scheduler, TaskQueue, Worker, enqueue
@@ -330,6 +331,16 @@ def test_bearer_token_opens_the_endpoints_only_when_it_matches(client, path):
         assert client.get(path, HTTP_AUTHORIZATION=f"Basic {TOKEN}").status_code == 403
         assert client.get(path, HTTP_AUTHORIZATION="Bearer ").status_code == 403
         assert client.get(path).status_code == 403
+
+
+@pytest.mark.single_server
+def test_a_scraper_still_gets_in_during_maintenance(client):
+    config.set_maintenance(message="upgrading")
+    bearer = {"HTTP_AUTHORIZATION": f"Bearer {TOKEN}"}
+    with override_settings(REDISPARTS={**settings.REDISPARTS, "METRICS_TOKEN": TOKEN}):
+        assert client.get("/market/").status_code == 503
+        assert client.get("/metrics", **bearer).status_code == 200
+        assert client.get("/health/?format=json", **bearer).status_code == 200
 
 
 def test_metrics_accept_get_only(staff):
