@@ -74,7 +74,7 @@ def check_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     for alias, config in connections.items():
         if config_problems(config):
             continue  # already reported by check_settings
-        version, error = _probe(alias, float(app_settings.CHECK_TIMEOUT))
+        version, error = probe(alias, float(app_settings.CHECK_TIMEOUT))
         if error is not None:
             messages.append(
                 Warning(
@@ -202,7 +202,7 @@ def _embedded_errors() -> list[CheckMessage]:
     ]
 
 
-def _probe(alias: str, timeout: float) -> tuple[tuple[int, ...], str | None]:
+def probe(alias: str, timeout: float) -> tuple[tuple[int, ...], str | None]:
     """Ping ``alias`` and read its version, giving up after ``timeout`` seconds."""
     result: dict[str, Any] = {}
 

@@ -31,11 +31,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import redis
-
+from ..checks import probe
 from ..conf import app_settings
 from ..connection import get_redis, slot_client
-from ..exceptions import ConnectionNotConfigured
 from ..keys import make_key, scan_keys
 from . import counters, overview
 from .persistence import node_statuses
@@ -349,16 +347,13 @@ def replication_problems(
 
 
 def unreachable(alias: str) -> str | None:
-    """Return why the connection ``alias`` cannot answer PING, or None when it does."""
-    try:
-        get_redis(alias).ping()
-    except ConnectionNotConfigured as exc:
-        return str(exc)
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        return f"Redis connection {alias!r} is unreachable: {exc}"
-    except redis.RedisError as exc:
-        return f"Redis connection {alias!r} answered PING with an error: {exc}"
-    return None
+    """Return why the connection ``alias`` does not answer PING, or None when it does.
+
+    Waits at most REDISPARTS["CHECK_TIMEOUT"] seconds (the system check's probe), so an
+    unroutable host cannot hold a scrape or a health probe for a TCP connect timeout.
+    """
+    _version, error = probe(alias, float(app_settings.CHECK_TIMEOUT))
+    return None if error is None else f"Redis connection {alias!r} is unreachable: {error}"
 
 
 # -- helpers ----------------------------------------------------------------------------
