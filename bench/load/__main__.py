@@ -62,6 +62,7 @@ def production_env(folder: Path, database_url: str | None) -> dict[str, str]:
         REDISPARTS_DATA_DIR=str(folder / "redis"),
         DJANGO_STATIC_ROOT=str(folder / "static"),
         DJANGO_EMAIL_FILE_PATH=str(folder / "outbox"),
+        REDISPARTS_METRICS_TOKEN=secrets.token_urlsafe(32),
         PYTHONPATH=str(ROOT),
     )
     return env
@@ -226,7 +227,7 @@ def measure(options: argparse.Namespace) -> tuple[dict, dict]:
         started = time.monotonic()
         locust = subprocess.run(
             [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
-             "--users", str(options.users), "--spawn-rate", str(scenario.SPAWN_RATE),
+             "--users", str(options.users + 1), "--spawn-rate", str(scenario.SPAWN_RATE),
              "--run-time", f"{options.duration}s", "--stop-timeout", "10",
              "--host", base, "--only-summary"],
             env={**env, "LOAD_RESULTS": str(results_path)},
@@ -256,7 +257,8 @@ def measure(options: argparse.Namespace) -> tuple[dict, dict]:
 
 # Requests every run must make; one missing means the scenario no longer fits the pages.
 EXERCISED = ("POST /login/ (POST)", "POST /market/buy/", "POST /market/sell/",
-             "POST /chat/[id]/send/", "GET /chat/[id]/poll/")  # fmt: skip
+             "POST /chat/[id]/send/", "GET /chat/[id]/poll/", "GET /metrics",
+             "GET /health/")  # fmt: skip
 COLUMNS = ("requests", "requests_per_s", "p50_ms", "p95_ms", "p99_ms", "max_ms", "errors")
 
 
@@ -283,7 +285,8 @@ def render_report(options: argparse.Namespace, results: dict, machine: dict) -> 
         f"{machine['load_average'][0]:.2f} before the run, {machine['load_average'][1]:.2f} after",
         "",
         f"{options.users} simulated users (one account each, {low}-{high} s between clicks, "
-        f"{scenario.SPAWN_RATE} started per second) for {options.duration} s on loopback; "
+        f"{scenario.SPAWN_RATE} started per second) and a monitoring scraper (/metrics and "
+        f"/health/ every {scenario.SCRAPE_SECONDS} s) for {options.duration} s on loopback; "
         f"gunicorn with {options.workers} sync workers, production settings, whitenoise; "
         "embedded redis-server; task worker and scheduler running.",
         "",

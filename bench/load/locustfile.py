@@ -18,10 +18,10 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from locust import HttpUser, between, events, task
+from locust import HttpUser, between, constant_pacing, events, task
 from locust.exception import StopUser
 
-from bench.load.scenario import PASSWORD, THINK_SECONDS, chat_id, username
+from bench.load.scenario import PASSWORD, SCRAPE_SECONDS, THINK_SECONDS, chat_id, username
 
 STATUS_CODES: Counter[int] = Counter()
 OUTCOMES: Counter[str] = Counter()
@@ -195,3 +195,16 @@ class MarketUser(HttpUser):
     def static_file(self) -> None:
         if self.stylesheet:
             self.client.get(self.stylesheet, name="/static/[stylesheet]")
+
+
+class Scraper(HttpUser):
+    """Prometheus scraping /metrics, and a probe reading /health/, with the bearer token."""
+
+    fixed_count = 1
+    wait_time = constant_pacing(SCRAPE_SECONDS)
+
+    @task
+    def scrape(self) -> None:
+        token = {"Authorization": f"Bearer {os.environ['REDISPARTS_METRICS_TOKEN']}"}
+        self.client.get("/metrics", headers=token)
+        self.client.get("/health/", headers=token)

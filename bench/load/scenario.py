@@ -9,6 +9,8 @@ with them; this module imports neither locust nor Django at the top.
 THINK_SECONDS = (0.5, 2.0)
 # Simulated users started per second: people do not all log in at the same moment.
 SPAWN_RATE = 2
+# Beside the people, one monitoring scraper reads /metrics and /health/ this often (s).
+SCRAPE_SECONDS = 15
 
 PASSWORD = "load-test-password"  # noqa: S105 - public, like the demo's passwords
 # Cents: enough for every purchase of a run.
