@@ -220,6 +220,9 @@ MARKETPLACE = {
     "PAGE_SIZE": 20,
     # The queues the demo's worker serves, in priority order.
     "WORKER_QUEUES": ["email", "default"],
+    # (events, seconds): login attempts per account name and client address, chat
+    # messages and guild mails per sender. Beyond: 429 with Retry-After.
+    "RATE_LIMITS": {"login": (10, 60), "chat": (60, 60), "mail": (20, 60)},
 }
 
 # Warnings of Django and everything the site logs go to the recent and common logs in Redis

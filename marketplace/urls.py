@@ -3,10 +3,11 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from . import views
+from .ratelimits import login_rate_limited
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", login_rate_limited(auth_views.LoginView.as_view()), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("market/", views.market, name="market"),
     path("market/buy/", views.market_buy, name="market_buy"),
@@ -18,6 +19,8 @@ urlpatterns = [
     path("friends/add/", views.friend_add, name="friend_add"),
     path("friends/remove/", views.friend_remove, name="friend_remove"),
     path("stats/", views.stats, name="stats"),
+    # The admin's login counts against the same limit as the site's.
+    path("admin/login/", login_rate_limited(admin.site.login)),
     path("admin/", admin.site.urls),
     # /metrics and /health/: staff or REDISPARTS["METRICS_TOKEN"] only.
     path("", include("redisparts_app.urls")),

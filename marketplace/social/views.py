@@ -27,6 +27,7 @@ from redisparts_app.services import chat
 from redisparts_app.services.autocomplete import AddressBook, RecentContacts
 from redisparts_app.services.mail import Mailbox
 
+from ..ratelimits import sending_refused
 from .forms import AddMemberForm, ChatCreateForm, ChatMessageForm, ComposeForm, GuildForm
 from .guilds import all_guilds, recipient_suggestions, user_guilds
 
@@ -188,6 +189,8 @@ def mail_compose(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = ComposeForm(request.POST, sender=sender)
         if form.is_valid():
+            if refused := sending_refused(request, "mail", "mail"):
+                return refused
             data = form.cleaned_data
             Mailbox(data["to"]).send(sender, data["subject"], data["body"])
             RecentContacts(sender).add(data["to"])
@@ -293,6 +296,8 @@ def chat_create(request: HttpRequest) -> HttpResponse:
     form = ChatCreateForm(request.POST, sender=user)
     if not form.is_valid():
         return _chat_list(request, form, status=400)
+    if refused := sending_refused(request, "chat", "chat messages"):
+        return refused
     members = form.cleaned_data["members"]
     chat_id = chat.create_chat(user, members, form.cleaned_data["message"])
     contacts = RecentContacts(user)
@@ -333,6 +338,8 @@ def chat_send(request: HttpRequest, chat_id: str) -> HttpResponse:
     form = ChatMessageForm(request.POST)
     if not form.is_valid():
         return _error(request, 400, form.errors["text"][0])
+    if refused := sending_refused(request, "chat", "chat messages"):
+        return refused
     try:
         chat.send_message(chat_id, request.user.username, form.cleaned_data["text"])
     except (ChatNotFound, NotChatMember):

@@ -1,0 +1,64 @@
+"""Rate limits of the demo site: login attempts, chat messages and guild mail.
+
+``MARKETPLACE["RATE_LIMITS"]`` maps each scope to ``(events, seconds)``. Login attempts
+count per account name and client address, so one client guessing passwords is stopped
+without locking the account's owner out elsewhere; messages count per sender. A refused
+request gets 429 with a Retry-After header: a page, or a fragment for htmx requests.
+"""
+
+import functools
+import math
+import unicodedata
+from collections.abc import Callable
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from redisparts_app.services.ratelimit import Decision, RateLimit
+
+def rate_limit(scope: str) -> RateLimit:
+    """The limiter of ``scope`` ("login", "chat" or "mail") as the settings give it."""
+    events, seconds = settings.MARKETPLACE["RATE_LIMITS"][scope]
+    return RateLimit(scope, events, seconds)
+
+
+def too_many_requests(request: HttpRequest, decision: Decision, message: str) -> HttpResponse:
+    """429 with Retry-After (whole seconds) and ``message``: a page, or an htmx fragment."""
+    seconds = max(1, math.ceil(decision.retry_after))
+    htmx = request.headers.get("HX-Request") == "true"
+    template = "_429.html" if htmx else "429.html"
+    context = {"message": message, "seconds": seconds, "back": request.path}
+    response = render(request, template, context, status=429)
+    response["Retry-After"] = str(seconds)
+    return response
+
+
+def login_subject(request: HttpRequest) -> str:
+    """The account name as the login form reads it (NFKC, stripped), casefolded, and the
+    client address: spelling variants of one name share one count."""
+    name = unicodedata.normalize("NFKC", request.POST.get("username", "")).strip().casefold()
+    return f"{name}\n{request.META.get('REMOTE_ADDR', '')}"
+
+
+def login_rate_limited(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Count every login POST of ``view``; answer 429 past the "login" limit."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if request.method == "POST":
+            decision = rate_limit("login").hit(login_subject(request))
+            if not decision.allowed:
+                message = "Too many login attempts for this account from your address."
+                return too_many_requests(request, decision, message)
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def sending_refused(request: HttpRequest, scope: str, what: str) -> HttpResponse | None:
+    """Count one message of the user in ``scope``; the 429 answer past the limit, else None."""
+    decision = rate_limit(scope).hit(request.user.get_username())
+    if decision.allowed:
+        return None
+    return too_many_requests(request, decision, f"You are sending {what} too fast.")

@@ -1,0 +1,189 @@
+"""Rate limits: the service (exact under concurrent processes, sliding window, hostile
+subjects) and the site's limits on login attempts, chat messages and guild mail."""
+
+import time
+
+import pytest
+from django.conf import settings
+from django.test import Client, override_settings
+from redis.crc import key_slot
+
+from redisparts_app.services import chat
+from redisparts_app.services.autocomplete import AddressBook
+from redisparts_app.services.mail import Mailbox
+from redisparts_app.services.ratelimit import RateLimit
+from tests.processes import run_in_processes
+
+pytestmark = [pytest.mark.django_db, pytest.mark.cluster]
+
+
+def admitted_in_process(limit: int, window: float, subject: str, attempts: int) -> int:
+    """Hit one limit ``attempts`` times as fast as possible; count the admissions seen."""
+    limiter = RateLimit("burst", limit, window)
+    return sum(limiter.hit(subject).allowed for _ in range(attempts))
+
+
+def test_concurrent_processes_get_exactly_the_limit(redis_client):
+    # 4 processes x 30 attempts at a limit of 25 in a minute: exactly 25 admitted in
+    # total, counted by the processes themselves (not read back from Redis).
+    admitted = run_in_processes(admitted_in_process, [(25, 60.0, "shared", 30)] * 4)
+    assert sum(admitted) == 25
+    # Another subject has its own count.
+    assert admitted_in_process(25, 60.0, "other", 30) == 25
+
+
+def test_refusal_says_when_to_retry_and_refusals_are_not_counted(redis_client):
+    limiter = RateLimit("retry", 3, 0.5)
+    decisions = [limiter.hit("s") for _ in range(3)]
+    assert [d.remaining for d in decisions] == [2, 1, 0]
+    assert all(d.allowed and d.retry_after == 0 for d in decisions)
+    refused = [limiter.hit("s") for _ in range(20)]
+    assert not any(d.allowed for d in refused)
+    assert all(0 < d.retry_after <= 0.5 for d in refused)
+    # The window slides past the admitted events; the 20 refusals did not extend it.
+    time.sleep(0.55)
+    assert [limiter.hit("s").allowed for _ in range(4)] == [True, True, True, False]
+
+
+def test_window_slides_instead_of_resetting(redis_client):
+    limiter = RateLimit("slide", 2, 0.6)
+    assert limiter.hit("s").allowed
+    time.sleep(0.35)
+    assert limiter.hit("s").allowed
+    assert not limiter.hit("s").allowed
+    # 0.65 s after the first event only it has left the window: one place frees up.
+    time.sleep(0.3)
+    assert limiter.hit("s").allowed
+    assert not limiter.hit("s").allowed
+
+
+HOSTILE_SUBJECTS = ["", "a:b*?[x]{y}", "\x00\n\r\t", "<script>", "x" * 100_000, "\ud800"]
+
+
+@pytest.mark.parametrize("subject", HOSTILE_SUBJECTS, ids=range(len(HOSTILE_SUBJECTS)))
+def test_any_subject_gets_one_key_of_fixed_shape(subject, redis_client):
+    limiter = RateLimit("login", 1, 60)
+    assert limiter.hit(subject).allowed
+    assert not limiter.hit(subject).allowed
+    [key] = redis_client.scan_iter(match="rp:ratelimit:*")
+    assert len(key) == len("rp:ratelimit:{login/}") + 32
+    assert 0 < redis_client.pttl(key) <= 60_000
+    assert key_slot(key) == key_slot(limiter.key(subject).encode())
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("Login", 1, 60), "scope must be a lower-case identifier"),
+        (("a:b", 1, 60), "scope must be a lower-case identifier"),
+        (("login", 0, 60), "limit must be a positive integer"),
+        (("login", 1.5, 60), "limit must be a positive integer"),
+        (("login", True, 60), "limit must be a positive integer"),
+        (("login", 1, 0), "window must be from"),
+        (("login", 1, float("nan")), "window must be from"),
+        (("login", 1, 10**9), "window must be from"),
+    ],
+)
+def test_bad_limits_are_refused_before_redis(args, message, redis_client):
+    with pytest.raises(ValueError, match=message):
+        RateLimit(*args)
+
+
+def test_non_string_subject_is_a_type_error(redis_client):
+    with pytest.raises(TypeError, match="subject must be a string"):
+        RateLimit("login", 1, 60).hit(42)
+
+
+# The site ------------------------------------------------------------------------------
+
+LIMITS = {"login": (3, 60), "chat": (4, 60), "mail": (2, 60)}
+
+
+@pytest.fixture
+def small_limits():
+    with override_settings(MARKETPLACE={**settings.MARKETPLACE, "RATE_LIMITS": LIMITS}):
+        yield
+
+
+@pytest.fixture
+def users(django_user_model):
+    # Staff, so the admin's login lets ann in too.
+    made = {
+        n: django_user_model.objects.create_user(n, password="pw", is_staff=True)
+        for n in ("ann", "ben")
+    }
+    AddressBook("guild").join_many(["ann", "ben"])
+    return made
+
+
+def logged_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def assert_too_many(response, *, fragment: bool = False) -> None:
+    assert response.status_code == 429
+    assert 1 <= int(response["Retry-After"]) <= 60
+    body = response.content.decode()
+    assert "too fast" in body or "Too many login attempts" in body
+    assert f"Try again in {response['Retry-After']} second" in body
+    assert ("<html" in body) is not fragment
+
+
+@pytest.mark.parametrize("path", ["/login/", "/admin/login/"])
+def test_login_attempts_are_limited_per_account_and_address(path, small_limits, users):
+    client = Client()
+    wrong = {"username": "ann", "password": "wrong"}
+    for _ in range(3):
+        assert client.post(path, wrong).status_code == 200  # the form with its error
+    # Spelling variants of the name count as the same account; the right password too.
+    for name in ("ann", " ANN ", "ａｎｎ"):
+        assert_too_many(client.post(path, {"username": name, "password": "pw"}))
+    # Another account from the same address, and the same account from elsewhere, go on.
+    assert client.post(path, {**wrong, "username": "ben"}).status_code == 200
+    elsewhere = Client(REMOTE_ADDR="10.0.0.7")
+    response = elsewhere.post(path, {"username": "ann", "password": "pw"})
+    assert response.status_code == 302
+    # Showing the login page is not an attempt.
+    assert client.get(path).status_code == 200
+
+
+def test_chat_messages_are_limited_per_sender(small_limits, users):
+    ann, ben = logged_in(users["ann"]), logged_in(users["ben"])
+    chat_id = chat.create_chat("ann", ["ben"], "first")
+    send = f"/chat/{chat_id}/send/"
+    for i in range(4):
+        assert ann.post(send, {"text": f"m{i}"}).status_code == 302
+    assert_too_many(ann.post(send, {"text": "one more"}))
+    assert_too_many(ann.post(send, {"text": "htmx"}, HTTP_HX_REQUEST="true"), fragment=True)
+    # Starting a chat sends a message too.
+    assert_too_many(ann.post("/chat/new/", {"members": "ben", "message": "hi"}))
+    assert ben.post(send, {"text": "ben's own count"}).status_code == 302
+    texts = [m.text for m in chat.read_messages(chat_id, "ben", after=0, limit=50)]
+    assert texts == ["first", "m0", "m1", "m2", "m3", "ben's own count"]
+
+
+def test_guild_mail_is_limited_per_sender(small_limits, users):
+    ann = logged_in(users["ann"])
+    mail = {"to": "ben", "subject": "hello", "body": "text"}
+    for _ in range(2):
+        assert ann.post("/mail/compose/", mail).status_code == 302
+    assert_too_many(ann.post("/mail/compose/", mail))
+    assert Mailbox("ben").fetch(0, 10).total == 2
+    # Refused forms are not messages sent: they do not count.
+    assert logged_in(users["ben"]).post("/mail/compose/", {**mail, "to": "ben"}).status_code == 400
+
+
+def test_default_limits_let_a_person_through(users):
+    """At the shipped defaults a person chatting and mailing briskly is never refused."""
+    ann = logged_in(users["ann"])
+    chat_id = chat.create_chat("ann", ["ben"], "first")
+    for i in range(30):
+        assert ann.post(f"/chat/{chat_id}/send/", {"text": f"m{i}"}).status_code == 302
+    for _ in range(5):
+        mail = {"to": "ben", "subject": "hello", "body": "text"}
+        assert ann.post("/mail/compose/", mail).status_code == 302
+    for _ in range(5):
+        assert Client().post("/login/", {"username": "ann", "password": "typo"}).status_code == 200
+    assert Client().post("/login/", {"username": "ann", "password": "pw"}).status_code == 302
