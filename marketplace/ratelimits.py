@@ -17,6 +17,7 @@ from django.shortcuts import render
 
 from redisparts_app.services.ratelimit import Decision, RateLimit
 
+
 def rate_limit(scope: str) -> RateLimit:
     """The limiter of ``scope`` ("login", "chat" or "mail") as the settings give it."""
     events, seconds = settings.MARKETPLACE["RATE_LIMITS"][scope]

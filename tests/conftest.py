@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import redis
+from django.core.management import call_command
 from django.test import override_settings
 
 from redisparts_app import conf
@@ -117,3 +118,9 @@ def redis_server_factory(
     yield start
     for server in reversed(started):
         server.stop()
+
+
+@pytest.fixture
+def demo(transactional_db, redis_client) -> None:
+    """The demo data; real commits, so writes deferred to on_commit (queued tasks) happen."""
+    call_command("load_demo", verbosity=0)

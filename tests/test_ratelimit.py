@@ -138,7 +138,7 @@ def test_login_attempts_are_limited_per_account_and_address(path, small_limits, 
     for _ in range(3):
         assert client.post(path, wrong).status_code == 200  # the form with its error
     # Spelling variants of the name count as the same account; the right password too.
-    for name in ("ann", " ANN ", "ａｎｎ"):
+    for name in ("ann", " ANN ", "\uff41\uff4e\uff4e"):  # the last: fullwidth "ann"
         assert_too_many(client.post(path, {"username": name, "password": "pw"}))
     # Another account from the same address, and the same account from elsewhere, go on.
     assert client.post(path, {**wrong, "username": "ben"}).status_code == 200

@@ -15,25 +15,14 @@ import re
 from dataclasses import dataclass, field
 
 import pytest
-from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
 from marketplace.demo_data import CHAT_ID
 from redisparts_app.services.mail import Mailbox
 from redisparts_app.services.tasks import TaskQueue, Worker
+from tests.site_helpers import GUARDS, client_for, data_snapshot
 from tests.tasks_helpers import fails_until_flag
-
-# Keys any request may write: logs, counters, response-time stats, sessions, presence
-# (not friend lists).
-BOOKKEEPING = re.compile(
-    rb"^[^:]+:(log|counter|counters|stats|stats_rank|session):"
-    rb"|^[^:]+:presence:\{presence\}:(minute|seen|devices)(:|$)"
-)
-# A request that reaches the market holds one of the account's semaphore permits while
-# the service decides; the permit's counter and wake-up list change even when the
-# market refuses. Left out of the comparison only for refusals answered by a redirect.
-GUARDS = re.compile(rb"^[^:]+:semaphore:")
 
 HUGE = "x" * 10_000
 BAD_TEXT = {
@@ -61,16 +50,6 @@ BAD_PRICE = {
 }
 
 MARKER = "<script>alert('x')</script>"
-
-
-def data_snapshot(client, ignore: re.Pattern | None = None) -> dict[bytes, bytes]:
-    """Type and serialized value of every key but the bookkeeping ones (and ``ignore``)."""
-    snapshot = {}
-    for key in client.scan_iter(count=1000):
-        if BOOKKEEPING.match(key) or (ignore is not None and ignore.match(key)):
-            continue
-        snapshot[key] = client.type(key) + b"=" + (client.dump(key) or b"")
-    return snapshot
 
 
 ERROR = re.compile(r'class="[^"]*\b(errorlist|error|field-errors)\b')
@@ -384,20 +363,6 @@ ADMIN_CASES = [
         if label in ("huge", "control")  # names may hold { } : *, so a prefix may too
     ],
 ]
-
-
-@pytest.fixture
-def demo(transactional_db, redis_client) -> None:
-    """The demo data; real commits, so writes deferred to on_commit (queued tasks) happen."""
-    call_command("load_demo", verbosity=0)
-
-
-def client_for(user: str | None) -> Client:
-    """A test client logged in as demo user ``user``, or anonymous for None."""
-    client = Client()
-    if user is not None:
-        assert client.login(username=user, password=f"{user}-demo")
-    return client
 
 
 @pytest.mark.parametrize("case", CASES + ADMIN_CASES, ids=lambda case: case.id)
