@@ -310,15 +310,12 @@ def assert_answer(check: Check, response, path: str) -> None:
 @pytest.mark.parametrize("route", ACCESS, ids=lambda route: route or "home")
 def test_each_visitor_gets_the_expected_answer(route, visitors, redis_client):
     entry = ACCESS[route]
-    *refusals, last = entry.checks
+    last = entry.checks[-1]
     for check in entry.checks:
         path = (check.path or entry.path).format(**visitors)
         before = data_snapshot(redis_client, GUARDS) if check is not last else None
         client = client_for(check.user)
-        if check.method == "GET":
-            response = client.get(path)
-        else:
-            response = client.post(path, check.data)
+        response = client.get(path) if check.method == "GET" else client.post(path, check.data)
         assert_answer(check, response, path)
         if response.status_code == 200:
             assert_post_forms_carry_the_token(response)
