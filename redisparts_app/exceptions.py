@@ -5,15 +5,17 @@ class RedisPartsError(Exception):
     """Base class for errors raised on purpose by redisparts_app."""
 
 
+def shorten(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters, so a huge input is not echoed in full."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class InvalidKeyPart(RedisPartsError, ValueError):
     """A user-supplied part of a key name was refused before reaching Redis."""
 
     def __init__(self, kind: str, value: object, reason: str) -> None:
         self.kind, self.value, self.reason = kind, value, reason
-        shown = repr(value)
-        if len(shown) > 60:
-            shown = shown[:57] + "..."
-        super().__init__(f"invalid {kind} {shown}: {reason}")
+        super().__init__(f"invalid {kind} {shorten(repr(value))}: {reason}")
 
 
 class ConnectionNotConfigured(RedisPartsError):
@@ -33,7 +35,8 @@ class InvalidIPAddress(RedisPartsError, ValueError):
 
     def __init__(self, value: object, reason: str) -> None:
         self.value, self.reason = value, reason
-        super().__init__(f"invalid IPv4 address {value!r}: {reason}")
+        # The reason may quote the value again.
+        super().__init__(f"invalid IPv4 address {shorten(repr(value))}: {shorten(reason, 120)}")
 
 
 class GeoIPImportError(RedisPartsError):

@@ -98,7 +98,7 @@ def ip_to_score(ip: str) -> int:
     try:
         return int(ipaddress.IPv4Address(ip.strip()))
     except ipaddress.AddressValueError as exc:
-        raise InvalidIPAddress(ip if len(ip) <= 60 else ip[:57] + "...", str(exc)) from None
+        raise InvalidIPAddress(ip, str(exc)) from None
 
 
 def find_city(ip: str, *, client=None) -> City | None:

@@ -1,0 +1,265 @@
+"""Hostile strings, property-based (hypothesis), through every service of the app.
+
+Strings mix script tags, Redis key syntax (``: * ? [ ] { }``, spaces, line breaks),
+control characters, NUL, lone surrogates, far-away Unicode and very long runs. Each
+service either refuses one with a ValueError or TypeError that says what is wrong, in a
+bounded message, before writing anything (the whole database is compared), or stores it
+and gives it back as stored (NFC-normalized where the service says so).
+
+The demo site's forms and the management commands get the same strings in
+test_hostile_site.py.
+"""
+
+import unicodedata
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.services import chat, config, counters, geoip, logs, market, presence
+from redisparts_app.services.autocomplete import AddressBook, RecentContacts
+from redisparts_app.services.locks import Lock
+from redisparts_app.services.mail import Mailbox
+from redisparts_app.services.semaphores import FairSemaphore, Semaphore
+
+pytestmark = pytest.mark.cluster
+
+SCRIPT = "<script>alert('x')</script>"
+DANGEROUS = [
+    *":*?[]{}\\ \n\r\t\x00\x01\x1b\x7f\u200b\u2028\ufeff\ud800<>&\"'",
+    *"\u00e9\u0301\u5f20\U0001f98aaZ0",
+]
+hostile = st.one_of(
+    st.text(st.sampled_from(DANGEROUS), max_size=24),
+    st.text(max_size=24),
+    st.builds(lambda a, b: a + SCRIPT + b, st.text(max_size=4), st.text(max_size=4)),
+    st.sampled_from(
+        ["", " ", "x" * 201, "y" * 100_000, "\x00", "a:b", "{tag}", "*", "\ud800", "e\u0301"]
+    ),
+)
+# Few examples each: together they run in seconds; the sampled set above keeps the
+# known-bad cases in every run.
+few = settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+def database(client) -> dict[bytes, bytes | None]:
+    """Every key with its DUMP: the whole state of the test database."""
+    return {key: client.dump(key) for key in client.scan_iter(count=1000)}
+
+
+def refused_or_kept(client, action: Callable[[], Any], check: Callable[[Any], None]) -> None:
+    """Run ``action``: a clear refusal that wrote nothing, or ``check(result)`` passes."""
+    before = database(client)
+    try:
+        result = action()
+    except (ValueError, TypeError) as exc:
+        message = str(exc)
+        assert message
+        assert len(message) < 400, f"unclear message: {message[:500]!r}"
+        assert database(client) == before, f"refused ({message}) but wrote"
+        return
+    check(result)
+
+
+def nfc(text: str) -> str:
+    return unicodedata.normalize("NFC", text)
+
+
+@few
+@given(guild=hostile, name=hostile)
+def test_address_book_and_recent_contacts(redis_client, guild, name):
+    redis_client.flushdb()
+
+    def join():
+        return AddressBook(guild).join(name)
+
+    def joined(_):
+        book = AddressBook(guild)
+        assert nfc(name) in book
+        assert nfc(name) in book.complete("", 100)
+
+    refused_or_kept(redis_client, join, joined)
+    refused_or_kept(
+        redis_client,
+        lambda: RecentContacts(guild).add(name),
+        lambda _: RecentContacts(guild).names() == [nfc(name)],
+    )
+
+
+@few
+@given(prefix=hostile)
+def test_completion_prefix(redis_client, prefix):
+    redis_client.flushdb()
+    AddressBook("guild").join_many(["alice", "Zoë"])
+    refused_or_kept(
+        redis_client,
+        lambda: AddressBook("guild").complete(prefix),
+        lambda found: set(found) <= {"alice", "Zoë"},
+    )
+
+
+@few
+@given(sender=hostile, member=hostile, text=hostile)
+def test_chat(redis_client, sender, member, text):
+    redis_client.flushdb()
+
+    def create():
+        return chat.create_chat(sender, [member], text)
+
+    def created(chat_id):
+        [first] = chat.read_messages(chat_id, nfc(member), after=0)
+        assert first.text == nfc(text)
+        assert first.sender == nfc(sender)
+        chat.send_message(chat_id, nfc(sender), "second")
+
+    refused_or_kept(redis_client, create, created)
+
+
+@few
+@given(chat_id=hostile)
+def test_chat_ids(redis_client, chat_id):
+    redis_client.flushdb()
+    with pytest.raises((ValueError, RedisPartsError)):  # invalid, or no such chat
+        chat.send_message(chat_id, "alice", "hi")
+    assert database(redis_client) == {}
+
+
+@few
+@given(user=hostile, subject=hostile, body=hostile)
+def test_mail(redis_client, user, subject, body):
+    redis_client.flushdb()
+
+    def send():
+        return Mailbox(user).send("alice", subject, body)
+
+    def sent(message_id):
+        [message] = Mailbox(nfc(user)).fetch(0, 10).messages
+        assert (message.id, message.subject, message.body) == (message_id, nfc(subject), nfc(body))
+
+    refused_or_kept(redis_client, send, sent)
+
+
+@few
+@given(user=hostile, item=hostile)
+def test_market(redis_client, user, item):
+    redis_client.flushdb()
+    refused_or_kept(redis_client, lambda: market.create_user(user, 1000), lambda _: None)
+    seller = nfc(user) if database(redis_client) else "alice"
+    if seller == "alice":
+        market.create_user(seller, 1000)
+
+    def listed(_):
+        [listing] = market.get_listings()
+        assert (listing.seller, listing.item, listing.price) == (seller, nfc(item), 250)
+
+    refused_or_kept(redis_client, lambda: market.give_item(seller, item), lambda _: None)
+    if nfc(item) in market.get_inventory(seller):
+        refused_or_kept(redis_client, lambda: market.list_item(seller, item, 250), listed)
+        market.create_user("bob" if seller != "bob" else "carol", 1000)
+        buyer = "bob" if seller != "bob" else "carol"
+        market.purchase(buyer, item, seller, 250)
+        assert market.get_inventory(buyer) == [nfc(item)]
+    else:
+        with pytest.raises((ValueError, RedisPartsError)):  # invalid, or not listed
+            market.purchase("alice", item, user, 250)
+
+
+@few
+@given(kind=hostile, name=hostile, value=hostile)
+def test_config(redis_client, kind, name, value):
+    redis_client.flushdb()
+    config.clear_local_cache()
+
+    def stored(_):
+        config.clear_local_cache()
+        assert config.get_config(kind, name, wait=0) == {"v": value}
+
+    refused_or_kept(redis_client, lambda: config.set_config(kind, name, {"v": value}), stored)
+    refused_or_kept(
+        redis_client,
+        lambda: config.set_maintenance(retry_after=5, message=value),
+        lambda _: config.maintenance_status().message == value,
+    )
+
+
+@few
+@given(name=hostile, message=hostile)
+def test_logs(redis_client, name, message):
+    redis_client.flushdb()
+
+    def logged(_):
+        [entry] = logs.recent(name, "warning")
+        assert message.startswith(entry.message.removesuffix("\u2026"))
+
+    refused_or_kept(redis_client, lambda: logs.log_recent(name, message, "warning"), logged)
+    refused_or_kept(
+        redis_client,
+        lambda: logs.log_common(name, message, "error"),
+        lambda count: count == 1 and logs.common(name, "error")[0][0] == message,
+    )
+
+
+@few
+@given(name=hostile)
+def test_counters(redis_client, name):
+    redis_client.flushdb()
+
+    def counted(_):
+        assert [count for _, count in counters.get_counter(name, 60)] == [3]
+        assert nfc(name) in counters.known_counters()
+
+    refused_or_kept(redis_client, lambda: counters.update_counter(name, 3), counted)
+
+
+@few
+@given(user=hostile, friend=hostile)
+def test_presence(redis_client, user, friend):
+    redis_client.flushdb()
+    refused_or_kept(
+        redis_client,
+        lambda: presence.add_friend(user, friend),
+        lambda _: presence.friends(nfc(user)) == {nfc(friend)},
+    )
+    refused_or_kept(
+        redis_client,
+        lambda: presence.record_activity(user),
+        lambda _: presence.is_online(nfc(user)),
+    )
+
+
+@few
+@given(name=hostile)
+def test_lock_and_semaphore_names(redis_client, name):
+    redis_client.flushdb()
+
+    def locked():
+        lock = Lock(name, ttl=5, timeout=0)
+        lock.acquire()
+        return lock
+
+    def held(lock):
+        assert lock.owned()
+        lock.release()
+        assert database(redis_client) == {} or not lock.owned()
+
+    refused_or_kept(redis_client, locked, held)
+    for kind in (Semaphore, FairSemaphore):
+
+        def acquired(holder, kind=kind):
+            semaphore = kind(name, 1)
+            assert [h.id for h in semaphore.holders()] == [holder]
+            assert semaphore.release(holder)
+
+        refused_or_kept(redis_client, lambda kind=kind: kind(name, 1).acquire(), acquired)
+
+
+@few
+@given(ip=hostile)
+def test_geoip_addresses(redis_client, ip):
+    redis_client.flushdb()
+    refused_or_kept(redis_client, lambda: geoip.find_city(ip), lambda city: city is None)
