@@ -14,6 +14,8 @@ BOOKKEEPING = re.compile(
 # the service decides; the permit's counter and wake-up list change even when the
 # market refuses. Left out of the comparison only for refusals answered by a redirect.
 GUARDS = re.compile(rb"^[^:]+:semaphore:")
+# A form error or an error message on a page.
+ERROR = re.compile(r'class="[^"]*\b(errorlist|error|field-errors)\b')
 
 
 def data_snapshot(client, ignore: re.Pattern | None = None) -> dict[bytes, bytes]:

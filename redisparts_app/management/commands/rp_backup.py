@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from redisparts_app.connection import get_redis
-from redisparts_app.exceptions import BackupError, ConnectionNotConfigured
+from redisparts_app.exceptions import BackupError, ConnectionNotConfigured, shorten
 from redisparts_app.services.persistence import backup
 
 
@@ -43,6 +43,10 @@ class Command(BaseCommand):
             raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
         except BackupError as exc:
             raise CommandError(str(exc)) from exc
+        except (OSError, ValueError) as exc:  # unwritable, too long, a NUL, unencodable...
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            shown = shorten(repr(destination), 200)
+            raise CommandError(f"cannot write a backup to {shown}: {reason}", returncode=2) from exc
         except KeyboardInterrupt as exc:
             raise CommandError("interrupted; no backup written", returncode=130) from exc
         finally:

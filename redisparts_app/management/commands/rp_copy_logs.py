@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from redisparts_app.connection import get_redis
-from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.exceptions import RedisPartsError, shorten
 from redisparts_app.services import files
 
 
@@ -41,9 +41,13 @@ class Command(BaseCommand):
             raise CommandError("--processors, --limit and --chunk-size must be >= 1", returncode=2)
         if timeout is not None and timeout <= 0:
             raise CommandError("--timeout must be positive", returncode=2)
-        path = Path(folder)
-        if not path.is_dir():
-            raise CommandError(f"{folder} is not a folder", returncode=2)
+        path, shown = Path(folder), shorten(folder, 200)
+        try:
+            is_folder = path.is_dir()
+        except OSError as exc:  # a name too long, a folder we may not look into...
+            raise CommandError(f"cannot use {shown}: {exc.strerror}", returncode=2) from exc
+        if not is_folder:
+            raise CommandError(f"{shown} is not a folder", returncode=2)
         try:
             client = get_redis()
             client.ping()

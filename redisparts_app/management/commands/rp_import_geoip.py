@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from redisparts_app.connection import get_redis
-from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.exceptions import RedisPartsError, shorten
 from redisparts_app.services import geoip
 
 
@@ -46,7 +46,10 @@ class Command(BaseCommand):
         try:
             total = _count_lines(blocks) + _count_lines(locations)
         except OSError as exc:
-            raise CommandError(f"cannot read {exc.filename}: {exc.strerror}") from exc
+            shown = shorten(str(exc.filename), 200)
+            raise CommandError(f"cannot read {shown}: {exc.strerror}") from exc
+        except (ValueError, UnicodeError) as exc:  # a NUL or an unencodable character
+            raise CommandError(f"cannot read the files given: {exc}", returncode=2) from exc
         try:
             client = get_redis()
             client.ping()
