@@ -35,7 +35,7 @@ from redis.sentinel import Sentinel
 from redis.typing import KeyT
 
 from .conf import app_settings
-from .exceptions import ConnectionNotConfigured
+from .exceptions import ConnectionNotConfigured, shorten
 
 URL_SCHEMES = ("redis", "rediss", "unix")
 SHAPES = ("CACHE", "URL", "SENTINELS", "CLUSTER")
@@ -70,7 +70,8 @@ def connection_config(alias: str) -> dict[str, Any]:
     if alias not in connections:
         known = ", ".join(sorted(connections)) or "none"
         raise ConnectionNotConfigured(
-            f'no Redis connection {alias!r} in REDISPARTS["CONNECTIONS"] (known: {known})'
+            f'no Redis connection {shorten(repr(alias))} in REDISPARTS["CONNECTIONS"] '
+            f"(known: {known})"
         )
     config = connections[alias]
     if isinstance(config, str):

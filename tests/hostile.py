@@ -6,7 +6,9 @@ sampled set keeps the known-bad cases in every run; examples are few, so the sui
 stays fast.
 """
 
-from hypothesis import HealthCheck, settings
+from collections.abc import Callable
+
+from hypothesis import HealthCheck, example, settings
 from hypothesis import strategies as st
 
 SCRIPT = "<script>alert('x')</script>"
@@ -38,3 +40,14 @@ def few(examples: int = 20):
         deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture],
     )
+
+
+def always(argument: str, values: list[str]) -> Callable:
+    """Run every one of ``values`` as ``argument`` too, on every run (not only when drawn)."""
+
+    def decorate(test: Callable) -> Callable:
+        for value in reversed(values):
+            test = example(**{argument: value})(test)
+        return test
+
+    return decorate

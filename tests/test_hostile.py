@@ -21,7 +21,7 @@ from redisparts_app.services.autocomplete import AddressBook, RecentContacts
 from redisparts_app.services.locks import Lock
 from redisparts_app.services.mail import Mailbox
 from redisparts_app.services.semaphores import FairSemaphore, Semaphore
-from tests.hostile import few, hostile_text
+from tests.hostile import always, few, hostile_text
 
 pytestmark = pytest.mark.cluster
 
@@ -242,6 +242,7 @@ def test_lock_and_semaphore_names(redis_client, name):
 
 @few()
 @given(ip=hostile)
+@always("ip", ["y" * 100_000, "1.2.3.4\x00", "1.2.3.4"])
 def test_geoip_addresses(redis_client, ip):
     redis_client.flushdb()
     refused_or_kept(redis_client, lambda: geoip.find_city(ip), lambda city: city is None)
