@@ -42,12 +42,13 @@ def few(examples: int = 20):
     )
 
 
-def always(argument: str, values: list[str]) -> Callable:
-    """Run every one of ``values`` as ``argument`` too, on every run (not only when drawn)."""
+def always(argument: str, values: list[str], **others: str) -> Callable:
+    """Run every one of ``values`` as ``argument`` (the test's other arguments: ``others``)
+    on every run, not only when drawn."""
 
     def decorate(test: Callable) -> Callable:
         for value in reversed(values):
-            test = example(**{argument: value})(test)
+            test = example(**{argument: value}, **others)(test)
         return test
 
     return decorate

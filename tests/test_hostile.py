@@ -171,19 +171,27 @@ def test_config(redis_client, kind, name, value):
 
 @few()
 @given(name=hostile, message=hostile)
+@always("message", ["y" * 100_000, "a\x00b", ""], name="site")
 def test_logs(redis_client, name, message):
     redis_client.flushdb()
 
+    def kept(stored: str) -> bool:
+        """As given, or cut to LOG_MAX_MESSAGE_LENGTH with a trailing "…"."""
+        return stored == message or (
+            stored.endswith("\u2026") and message.startswith(stored.removesuffix("\u2026"))
+        )
+
     def logged(_):
         [entry] = logs.recent(name, "warning")
-        assert message.startswith(entry.message.removesuffix("\u2026"))
+        assert kept(entry.message)
+
+    def counted(count):
+        [(stored, total)] = logs.common(name, "error")
+        assert count == total == 1
+        assert kept(stored)
 
     refused_or_kept(redis_client, lambda: logs.log_recent(name, message, "warning"), logged)
-    refused_or_kept(
-        redis_client,
-        lambda: logs.log_common(name, message, "error"),
-        lambda count: count == 1 and logs.common(name, "error")[0][0] == message,
-    )
+    refused_or_kept(redis_client, lambda: logs.log_common(name, message, "error"), counted)
 
 
 @few()
