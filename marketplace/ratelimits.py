@@ -35,11 +35,19 @@ def too_many_requests(request: HttpRequest, decision: Decision, message: str) ->
     return response
 
 
+def client_address(request: HttpRequest) -> str:
+    """The client's address: from MARKETPLACE["CLIENT_ADDRESS_HEADER"] when a proxy in front
+    sets it (behind a proxy REMOTE_ADDR is the proxy's), else REMOTE_ADDR."""
+    header = settings.MARKETPLACE.get("CLIENT_ADDRESS_HEADER")
+    from_proxy = request.headers.get(header, "").strip() if header else ""
+    return from_proxy or request.META.get("REMOTE_ADDR", "")
+
+
 def login_subject(request: HttpRequest) -> str:
     """The account name as the login form reads it (NFKC, stripped), casefolded, and the
     client address: spelling variants of one name share one count."""
     name = unicodedata.normalize("NFKC", request.POST.get("username", "")).strip().casefold()
-    return f"{name}\n{request.META.get('REMOTE_ADDR', '')}"
+    return f"{name}\n{client_address(request)}"
 
 
 def login_rate_limited(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:

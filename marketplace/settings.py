@@ -8,7 +8,8 @@ DJANGO_ALLOWED_HOSTS, DJANGO_EMAIL_FILE_PATH (where the file e-mail backend writ
 var/outbox), DJANGO_STATIC_ROOT (where collectstatic writes, default var/static),
 REDISPARTS_METRICS_TOKEN (bearer token of /metrics and /health/), and with
 DJANGO_DEBUG=0: DJANGO_HTTPS (default 1), DJANGO_SSL_REDIRECT (default 1),
-DJANGO_HSTS_SECONDS (default 3600).
+DJANGO_HSTS_SECONDS (default 3600); DJANGO_CLIENT_ADDRESS_HEADER (e.g. X-Real-IP: the header
+a proxy in front sets to the client's address, for the login rate limit).
 
 DJANGO_DEBUG defaults to 1 for manage.py (the demo) and to 0 for marketplace.wsgi (the
 WSGI server, production), where DJANGO_SECRET_KEY and DJANGO_ALLOWED_HOSTS are required.
@@ -223,6 +224,9 @@ MARKETPLACE = {
     # (events, seconds): login attempts per account name and client address, chat
     # messages and guild mails per sender. Beyond: 429 with Retry-After.
     "RATE_LIMITS": {"login": (10, 60), "chat": (60, 60), "mail": (20, 60)},
+    # The header holding the client's address, set (never passed on) by a proxy in front;
+    # None: the connection's address (REMOTE_ADDR).
+    "CLIENT_ADDRESS_HEADER": os.environ.get("DJANGO_CLIENT_ADDRESS_HEADER") or None,
 }
 
 # Warnings of Django and everything the site logs go to the recent and common logs in Redis

@@ -149,6 +149,21 @@ def test_login_attempts_are_limited_per_account_and_address(path, small_limits, 
     assert client.get(path).status_code == 200
 
 
+def test_behind_a_proxy_the_address_comes_from_its_header(small_limits, users):
+    marketplace = {**settings.MARKETPLACE, "RATE_LIMITS": LIMITS}
+    wrong = {"username": "ann", "password": "wrong"}
+    # Without the setting the header is the client's to forge: it is ignored.
+    forged = [Client(HTTP_X_REAL_IP=f"10.0.0.{i}").post("/login/", wrong) for i in range(4)]
+    assert [r.status_code for r in forged] == [200, 200, 200, 429]
+    with override_settings(MARKETPLACE={**marketplace, "CLIENT_ADDRESS_HEADER": "X-Real-IP"}):
+        # All through one proxy (one REMOTE_ADDR), told apart by the header it sets.
+        proxy = Client()
+        for _ in range(3):
+            assert proxy.post("/login/", wrong, HTTP_X_REAL_IP="10.0.0.1").status_code == 200
+        assert_too_many(proxy.post("/login/", wrong, HTTP_X_REAL_IP="10.0.0.1"))
+        assert proxy.post("/login/", wrong, HTTP_X_REAL_IP="10.0.0.2").status_code == 200
+
+
 def test_chat_messages_are_limited_per_sender(small_limits, users):
     ann, ben = logged_in(users["ann"]), logged_in(users["ben"])
     chat_id = chat.create_chat("ann", ["ben"], "first")
