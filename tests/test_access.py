@@ -212,6 +212,14 @@ ACCESS: dict[str, Entry] = {
     ),
     "admin/^(?P<app_label>auth|redisparts_app)/$": staff_page("/admin/auth/", clerk=404),
     "admin/(?P<url>.*)$": staff_page("/admin/nowhere/", status=404, clerk=404),
+    # Operations: staff with view_redisparts (or the metrics token, tests/test_health.py).
+    **{
+        route: Entry(
+            f"/{route}",
+            (Check(None, 403), Check("alice", 403), Check("clerk", 403), Check("admin", 200)),
+        )
+        for route in ("metrics", "health/")
+    },
     # The Redis parts admin.
     "admin/redisparts_app/redisparts/": staff_page(f"{RP}/"),
     "admin/redisparts_app/redisparts/queues/": staff_page(f"{RP}/queues/"),
@@ -351,3 +359,4 @@ def test_posts_without_the_csrf_token_are_refused(route, visitors, redis_client)
         client = client_for(user, enforce_csrf_checks=True)
         response = client.post(entry.path.format(**visitors), {})
         assert response.status_code == 403
+        assert "CSRF" in response.content.decode()
