@@ -1,23 +1,35 @@
--- queue_dequeue.lua: move the first task of the first non-empty queue to the in-flight set.
+-- queue_dequeue.lua: move up to ARGV[3] ready tasks, first queue first, to the in-flight set.
 -- KEYS[1] tasks hash   KEYS[2] in-flight zset (id -> lease deadline ms)
 -- KEYS[3] owners hash (id -> worker id)   KEYS[4] deliveries hash (id -> count)
 -- KEYS[5..] queue lists, highest priority first
--- ARGV[1] worker id   ARGV[2] lease ms
--- Returns {id, task JSON, delivery count} or false when every queue is empty.
+-- ARGV[1] worker id   ARGV[2] lease ms   ARGV[3] most tasks to take
+-- Returns {id, task JSON, delivery count, id, ...}, empty when every queue is empty.
+-- A task delivered before (its worker died holding it, or it is a retry) is only ever
+-- taken alone, so a task that kills its worker is the only one its deaths are counted on.
 local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
+local wanted = tonumber(ARGV[3])
+local taken = {}
 for i = 5, #KEYS do
-  while true do
+  while #taken < wanted * 3 do
     local id = redis.call('lpop', KEYS[i])
     if not id then break end
     local body = redis.call('hget', KEYS[1], id)
     -- An id without a record was deleted while queued: drop it.
     if body then
-      redis.call('zadd', KEYS[2], now + tonumber(ARGV[2]), id)
+      local before = tonumber(redis.call('hget', KEYS[4], id) or '0')
+      if before > 0 and #taken > 0 then
+        redis.call('lpush', KEYS[i], id)
+        return taken
+      end
+      redis.call('zadd', KEYS[2], deadline, id)
       redis.call('hset', KEYS[3], id, ARGV[1])
-      local deliveries = redis.call('hincrby', KEYS[4], id, 1)
-      return {id, body, deliveries}
+      redis.call('hset', KEYS[4], id, before + 1)
+      taken[#taken + 1] = id
+      taken[#taken + 1] = body
+      taken[#taken + 1] = before + 1
+      if before > 0 then return taken end
     end
   end
 end
-return false
+return taken

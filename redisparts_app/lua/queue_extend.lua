@@ -1,10 +1,16 @@
--- queue_extend.lua: push back the lease deadline of a task its worker still holds.
+-- queue_extend.lua: push back the lease deadline of the tasks a worker still holds.
 -- KEYS[1] in-flight zset (id -> lease deadline ms)   KEYS[2] owners hash (id -> worker id)
--- ARGV[1] task id   ARGV[2] worker id   ARGV[3] lease ms from now
--- Returns 1 when extended, 0 when the worker no longer holds the task (reaped or deleted).
-if redis.call('hget', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
-if not redis.call('zscore', KEYS[1], ARGV[1]) then return 0 end
+-- ARGV[1] worker id   ARGV[2] lease ms from now   ARGV[3..] task ids
+-- Returns the ids the worker no longer holds (reaped or deleted); those are left alone.
 local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
-return 1
+local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
+local lost = {}
+for i = 3, #ARGV do
+  local id = ARGV[i]
+  if redis.call('hget', KEYS[2], id) == ARGV[1] and redis.call('zscore', KEYS[1], id) then
+    redis.call('zadd', KEYS[1], deadline, id)
+  else
+    lost[#lost + 1] = id
+  end
+end
+return lost

@@ -259,24 +259,58 @@ class TaskQueue:
         Return (task record, delivery count) or None when every queue is empty.
         The lease ends ``lease`` seconds from now unless extended.
         """
+        claimed = self.claim(queues, worker_id, lease, 1)
+        return claimed[0] if claimed else None
+
+    def claim(
+        self, queues: Sequence[str], worker_id: str, lease: float, count: int
+    ) -> list[tuple[dict[str, Any], int]]:
+        """Move up to ``count`` ready tasks in flight under ``worker_id``, in one round trip.
+
+        Tasks come from the first non-empty queue first, then the next ones; a task
+        delivered before (its worker died, or a retry) only ever comes alone. Return
+        (task record, delivery count) pairs, in queue order; empty when every queue is.
+        """
         keys = [self.key(role) for role in ("tasks", "inflight", "owners", "deliveries")]
         keys += [self.queue_key(queue) for queue in queues]
         found = lua.script(self.client, "queue_dequeue")(
-            keys=keys, args=[worker_id, int(lease * 1000)]
+            keys=keys, args=[worker_id, int(lease * 1000), count]
         )
-        if not found:
-            return None
-        _, body, deliveries = found
-        return json.loads(body), int(deliveries)
+        return [
+            (json.loads(found[index + 1]), int(found[index + 2]))
+            for index in range(0, len(found), 3)
+        ]
 
     def extend(self, task_id: str, worker_id: str, lease: float) -> bool:
         """Push the lease of a held task to ``lease`` seconds from now; False if lost."""
-        return bool(
-            lua.script(self.client, "queue_extend")(
-                keys=[self.key("inflight"), self.key("owners")],
-                args=[task_id, worker_id, int(lease * 1000)],
-            )
+        return not self.extend_all([task_id], worker_id, lease)
+
+    def extend_all(self, task_ids: Sequence[str], worker_id: str, lease: float) -> list[str]:
+        """Push the leases of held tasks to ``lease`` seconds from now; return the lost ids."""
+        lost = lua.script(self.client, "queue_extend")(
+            keys=[self.key("inflight"), self.key("owners")],
+            args=[worker_id, int(lease * 1000), *task_ids],
         )
+        return [task_id.decode() for task_id in lost]
+
+    def acknowledge(self, task_ids: Sequence[str], worker_id: str) -> list[str]:
+        """Record held tasks as done (``settle(..., "done")`` for many, in one round trip).
+
+        Return the ids ``worker_id`` no longer held (reaped or deleted), left as they are.
+        """
+        keys = [self.key(role) for role in ("tasks", "inflight", "owners", "deliveries")]
+        lost = lua.script(self.client, "queue_ack")(keys=keys, args=[worker_id, *task_ids])
+        return [task_id.decode() for task_id in lost]
+
+    def release(self, records: Sequence[dict[str, Any]], worker_id: str) -> int:
+        """Put held tasks that were never started back at the head of their queues, in order.
+
+        Their delivery is not counted. Return how many ``worker_id`` still held.
+        """
+        keys = [self.key(role) for role in ("inflight", "owners", "deliveries", "wake")]
+        keys += [self.queue_key(record["queue"]) for record in records]
+        args = [worker_id, WAKE_CAP, *(record["id"] for record in records)]
+        return int(lua.script(self.client, "queue_release")(keys=keys, args=args))
 
     def settle(
         self,

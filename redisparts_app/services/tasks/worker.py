@@ -130,6 +130,8 @@ class Worker(_Stoppable):
         maintenance_interval: float = 2.0,
         max_deliveries: int | None = None,
         worker_id: str | None = None,
+        batch: int = 100,
+        batch_window: float = 0.05,
     ) -> None:
         super().__init__()
         if isinstance(queues, str) or not queues:
@@ -146,6 +148,12 @@ class Worker(_Stoppable):
             maintenance_interval, "maintenance_interval", allow_zero=False
         )
         self.max_deliveries = max_deliveries
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise InvalidTask(f"batch must be a whole number of tasks >= 1, got {batch!r}")
+        self.batch = batch
+        self.batch_window = validate_seconds(batch_window, "batch_window")
+        # Recent seconds per task (moving average); None until a task has run.
+        self._task_seconds: float | None = None
         self.worker_id = worker_id or (
             f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         )
@@ -163,24 +171,34 @@ class Worker(_Stoppable):
         logger.info("worker %s listening on %s", self.worker_id, ", ".join(self.queues))
         with self.signals():
             while not self.stopping and (max_tasks is None or done < max_tasks):
-                job = self._guarded(backoff, self._next_job)
-                if job is None:
+                wanted = self._batch_size(None if max_tasks is None else max_tasks - done)
+                jobs = self._guarded(backoff, lambda n=wanted: self._next_jobs(n))
+                if not jobs:
                     if burst and backoff.failures == 0:
                         break
                     if backoff.failures == 0:
                         self._guarded(backoff, lambda: self.queue.wait_for_work(self._idle()))
                     continue
-                outcome = self.perform(*job)
-                done += 1
-                if self.on_finished is not None:
-                    self.on_finished(outcome)
+                done += len(self.perform_all(jobs))
         logger.info("worker %s stopped after %d task(s)", self.worker_id, done)
         return done
 
-    def _next_job(self) -> tuple[dict[str, Any], int] | None:
+    def _batch_size(self, left: int | None) -> int:
+        """How many tasks to claim: those the recent ones suggest run in ``batch_window``.
+
+        One at a time until a task has run, and for tasks slower than the window, so slow
+        tasks spread over workers and a claimed task never waits long for its turn.
+        """
+        size = 1
+        if self._task_seconds is not None:
+            size = int(self.batch_window / max(self._task_seconds, 1e-6))
+        size = max(1, min(self.batch, size))
+        return size if left is None else min(size, left)
+
+    def _next_jobs(self, count: int) -> list[tuple[dict[str, Any], int]]:
         if time.monotonic() >= self._next_maintenance:
             self.maintain()
-        return self.queue.dequeue(self.queues, self.worker_id, self.lease)
+        return self.queue.claim(self.queues, self.worker_id, self.lease, count)
 
     def _idle(self) -> float:
         return max(0.01, min(self.block, self._next_maintenance - time.monotonic()))
@@ -195,27 +213,78 @@ class Worker(_Stoppable):
 
     def perform(self, record: dict[str, Any], deliveries: int) -> str:
         """Run one delivered task and record its outcome; return done, retry, fail or lost."""
-        task_id, name = record["id"], record["name"]
-        heartbeat = _Heartbeat(self.queue, task_id, self.worker_id, self.lease)
+        return self.perform_all([(record, deliveries)])[0]
+
+    def perform_all(self, jobs: Sequence[tuple[dict[str, Any], int]]) -> list[str]:
+        """Run claimed tasks in turn and record their outcomes; return those of the tasks run.
+
+        Done tasks are acknowledged together at the end (one round trip), retries and
+        failures at once. When the worker is asked to stop, the tasks not yet started go
+        back to the head of their queues for another worker.
+        """
+        held = {record["id"] for record, _ in jobs}
+        heartbeat = _Heartbeat(self.queue, held, self.worker_id, self.lease)
         heartbeat.start()
+        outcomes: dict[str, str] = {}  # task id -> outcome, in the order run
+        started = 0
+        try:
+            for record, deliveries in jobs:
+                if self.stopping and started:  # the first one is the current task
+                    break
+                started += 1
+                clock = time.perf_counter()
+                outcome, payload, delay = self._execute(record)
+                self._time_task(time.perf_counter() - clock)
+                if outcome != "done":
+                    held.discard(record["id"])
+                    outcome = self._record(record, deliveries, outcome, payload, delay)
+                    self._report(outcome)
+                outcomes[record["id"]] = outcome
+        finally:
+            heartbeat.stop()
+            finished = [task_id for task_id, outcome in outcomes.items() if outcome == "done"]
+            lost = self._acknowledge(finished)
+            self._release([record for record, _ in jobs[started:]])
+        for task_id in finished:
+            if task_id in lost:
+                logger.warning("task %s: lease lost before recording done", task_id)
+                outcomes[task_id] = "lost"
+            self._report(outcomes[task_id])
+        return list(outcomes.values())
+
+    def _time_task(self, seconds: float) -> None:
+        previous = self._task_seconds
+        self._task_seconds = seconds if previous is None else 0.8 * previous + 0.2 * seconds
+
+    def _execute(self, record: dict[str, Any]) -> tuple[str, dict[str, Any] | None, float]:
+        """Run a task; return its outcome (done, retry or fail), payload and retry delay."""
         try:
             self._call(record)
         except UnknownTask:
-            outcome, payload, delay = "fail", _error(f"unknown task name {name!r}: not "
-                                                     "registered in this worker"), 0.0  # fmt: skip
+            name = record["name"]
+            return "fail", _error(f"unknown task name {name!r}: not registered in this worker"), 0.0
         except Exception as exc:
-            outcome, payload, delay = self._failure(record, exc)
-        else:
-            outcome, payload, delay = "done", None, 0.0
-        finally:
-            heartbeat.stop()
-        settled = self._settle(task_id, outcome, payload, delay)
-        if not settled:
+            return self._failure(record, exc)
+        return "done", None, 0.0
+
+    def _record(
+        self,
+        record: dict[str, Any],
+        deliveries: int,
+        outcome: str,
+        payload: dict[str, Any] | None,
+        delay: float,
+    ) -> str:
+        task_id, name = record["id"], record["name"]
+        if not self._settle(task_id, outcome, payload, delay):
             logger.warning("task %s (%s): lease lost before recording %s", task_id, name, outcome)
             return "lost"
-        if outcome != "done":
-            logger.warning("task %s (%s) delivery %d: %s", task_id, name, deliveries, outcome)
+        logger.warning("task %s (%s) delivery %d: %s", task_id, name, deliveries, outcome)
         return outcome
+
+    def _report(self, outcome: str) -> None:
+        if self.on_finished is not None:
+            self.on_finished(outcome)
 
     def _call(self, record: dict[str, Any]) -> None:
         kind = record.get("kind", "task")
@@ -244,20 +313,45 @@ class Worker(_Stoppable):
     def _settle(
         self, task_id: str, outcome: str, payload: dict[str, Any] | None, delay: float
     ) -> bool:
-        # The work is done: keep trying to record it while Redis is away, unless stopping
-        # (then the lease expires and the task runs again: at least once).
+        settled = self._until_recorded(
+            lambda: self.queue.settle(task_id, self.worker_id, outcome, payload, delay),
+            f"task {task_id}",
+        )
+        return bool(settled)
+
+    def _acknowledge(self, task_ids: list[str]) -> set[str]:
+        """Record tasks as done; return the ids whose lease was lost (or all, if stopping
+        while Redis is away: they run again, at least once)."""
+        if not task_ids:
+            return set()
+        lost = self._until_recorded(
+            lambda: self.queue.acknowledge(task_ids, self.worker_id), f"{len(task_ids)} task(s)"
+        )
+        return set(task_ids if lost is None else lost)
+
+    def _release(self, records: list[dict[str, Any]]) -> None:
+        if records:  # if Redis is away, the reaper puts them back once their lease ends
+            self._until_recorded(
+                lambda: self.queue.release(records, self.worker_id), "unstarted tasks"
+            )
+
+    def _until_recorded(self, step: Callable[[], Any], what: str) -> Any:
+        """Run ``step``, retrying while Redis is unreachable; None if asked to stop meanwhile.
+
+        The work is done: keep trying to record it while Redis is away, unless stopping
+        (then the lease expires and the task runs again: at least once).
+        """
         backoff = Backoff()
         while True:
             try:
-                return self.queue.settle(task_id, self.worker_id, outcome, payload, delay)
+                return step()
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 if self.stopping:
-                    return False
+                    return None
                 wait = backoff.next()
                 logger.warning(
-                    "Redis unreachable recording task %s (%s); retrying in %.1fs",
-                    task_id, exc, wait,
-                )  # fmt: skip
+                    "Redis unreachable recording %s (%s); retrying in %.1fs", what, exc, wait
+                )
                 self._stop.wait(wait)
 
 
@@ -318,21 +412,30 @@ class Scheduler(_Stoppable):
 
 
 class _Heartbeat(threading.Thread):
-    """Extend a task's lease every third of the lease while it runs."""
+    """Extend the leases of the tasks a worker holds every third of the lease.
 
-    def __init__(self, queue: TaskQueue, task_id: str, worker_id: str, lease: float) -> None:
-        super().__init__(daemon=True, name=f"heartbeat-{task_id}")
-        self.queue, self.task_id, self.worker_id, self.lease = queue, task_id, worker_id, lease
+    ``held`` is the worker's set of held task ids; it discards those it settles.
+    """
+
+    def __init__(self, queue: TaskQueue, held: set[str], worker_id: str, lease: float) -> None:
+        super().__init__(daemon=True, name=f"heartbeat-{worker_id}")
+        self.queue, self.held, self.worker_id, self.lease = queue, held, worker_id, lease
         self._done = threading.Event()
 
     def run(self) -> None:
         while not self._done.wait(self.lease / 3):
+            task_ids = list(self.held)
+            if not task_ids:
+                continue
             try:
-                if not self.queue.extend(self.task_id, self.worker_id, self.lease):
-                    logger.warning("task %s: lease lost while running", self.task_id)
-                    return
+                lost = self.queue.extend_all(task_ids, self.worker_id, self.lease)
             except redis.RedisError as exc:
-                logger.warning("task %s: cannot extend lease (%s)", self.task_id, exc)
+                logger.warning("cannot extend the lease of %d task(s) (%s)", len(task_ids), exc)
+                continue
+            for task_id in lost:
+                if task_id in self.held:  # not settled meanwhile: really lost
+                    logger.warning("task %s: lease lost while running", task_id)
+                    self.held.discard(task_id)
 
     def stop(self) -> None:
         self._done.set()
