@@ -12,9 +12,9 @@ if KEYS[7] then
   redis.call('set', KEYS[7], ARGV[1], 'PX', ARGV[5])
 end
 redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
-redis.call('sadd', KEYS[4], ARGV[3])
 local delay = tonumber(ARGV[4])
 if delay > 0 then
+  redis.call('sadd', KEYS[4], ARGV[3])
   local t = redis.call('time')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('zadd', KEYS[3], now + delay, ARGV[1])
@@ -22,8 +22,10 @@ if delay > 0 then
   redis.call('lpush', KEYS[6], 1)
   redis.call('ltrim', KEYS[6], 0, 0)
 else
-  redis.call('rpush', KEYS[2], ARGV[1])
-  redis.call('lpush', KEYS[5], 1)
-  redis.call('ltrim', KEYS[5], 0, tonumber(ARGV[6]) - 1)
+  -- The group's set of queue names gets the queue when its list is made (never removed).
+  if redis.call('rpush', KEYS[2], ARGV[1]) == 1 then redis.call('sadd', KEYS[4], ARGV[3]) end
+  if redis.call('lpush', KEYS[5], 1) > tonumber(ARGV[6]) then
+    redis.call('ltrim', KEYS[5], 0, tonumber(ARGV[6]) - 1)
+  end
 end
 return {1, ARGV[1]}

@@ -19,10 +19,11 @@ hosts with skewed clocks agree on due times and lease deadlines.
 
 import json
 import math
+import os
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from django.db import transaction
@@ -76,7 +77,7 @@ def queue_groups(*, client: Any = None) -> list[str]:
 
 
 def new_task_id() -> str:
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()  # as random as uuid4().hex, for less CPU
 
 
 def validate_seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
@@ -88,26 +89,49 @@ def validate_seconds(value: object, what: str, *, allow_zero: bool = True) -> fl
     return float(value)
 
 
-def encode_arguments(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
-    """Check that ``args``/``kwargs`` are JSON-serialisable and small enough; return them."""
-    if isinstance(args, str | bytes | dict) or not isinstance(args, Sequence):
-        raise InvalidTask(f"args must be a list or tuple, got {type(args).__name__}")
+# One encoder for every task body (json.dumps with options builds a new one per call).
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+
+
+def encode_arguments(args: Any, kwargs: Any) -> str:
+    """Check that ``args``/``kwargs`` are JSON-serialisable and small enough.
+
+    Return ``"args":[...],"kwargs":{...}``, the JSON members of a task record.
+    """
+    if type(args) not in (list, tuple):
+        if isinstance(args, str | bytes | dict) or not isinstance(args, Sequence):
+            raise InvalidTask(f"args must be a list or tuple, got {type(args).__name__}")
+        args = list(args)
     kwargs = {} if kwargs is None else kwargs
     if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
         raise InvalidTask("kwargs must be a dict with string keys")
     try:
-        encoded = json.dumps([list(args), kwargs], allow_nan=False, separators=(",", ":"))
+        members = _ENCODER.encode({"args": args, "kwargs": kwargs})[1:-1]
     except (TypeError, ValueError) as exc:
         raise InvalidTask(f"task arguments must be JSON-serialisable: {exc}") from exc
     limit = int(app_settings.QUEUE_MAX_ARGS_BYTES)
-    if len(encoded.encode()) > limit:
+    # Measured as [args,kwargs] (the JSON is ASCII: characters are bytes).
+    size = len(members) - len('"args":,"kwargs":') + len("[,]")
+    if size > limit:
         raise InvalidTask(
-            f"task arguments take {len(encoded.encode())} bytes as JSON, more than the "
+            f"task arguments take {size} bytes as JSON, more than the "
             f"limit of {limit} (REDISPARTS['QUEUE_MAX_ARGS_BYTES'])"
         )
-    # Round-trip so the worker sees exactly what a caller would read back (tuples → lists).
-    decoded_args, decoded_kwargs = json.loads(encoded)
-    return decoded_args, decoded_kwargs
+    return members
+
+
+# Keys built once per process; cached by the KEY_PREFIX in force too, so a changed
+# setting builds them anew.
+@lru_cache(maxsize=256)
+def _group_key(prefix: str, group: str, roles: tuple[str, ...]) -> str:
+    return make_key(COMPONENT, group, *roles)
+
+
+@lru_cache(maxsize=256)
+def _enqueue_keys(prefix: str, group: str, queue: str) -> tuple[str, ...]:
+    """KEYS[1..6] of queue_enqueue.lua for ``queue`` (a checked name)."""
+    roles = [("tasks",), ("q", queue), ("delayed",), ("queues",), ("wake",), ("sched_wake",)]
+    return tuple(_group_key(prefix, group, role) for role in roles)
 
 
 class TaskQueue:
@@ -122,13 +146,14 @@ class TaskQueue:
     # -- keys -------------------------------------------------------------------
 
     def key(self, *roles: str) -> str:
-        return make_key(COMPONENT, self.group, *roles)
+        """The key of fixed ``roles`` ("tasks", "q", queue name), built once per process."""
+        return _group_key(app_settings.KEY_PREFIX, self.group, roles)
 
     def queue_key(self, queue: str) -> str:
         return self.key("q", validate_key_part(queue, "queue"))
 
     def result_key(self, task_id: str) -> str:
-        return self.key("result", validate_key_part(task_id, "task id"))
+        return make_key(COMPONENT, self.group, "result", validate_key_part(task_id, "task id"))
 
     # -- enqueue ----------------------------------------------------------------
 
@@ -166,33 +191,35 @@ class TaskQueue:
         QUEUE_WAIT_TIMEOUT); fewer raise TaskNotReplicated, the task being stored on
         the master only.
         """
-        name, args, kwargs, queue = self.validate(name, args, kwargs, queue)
+        name, queue, arguments = self._checked(name, args, kwargs, queue)
         delay = validate_seconds(delay, "delay")
         max_retries = default_max_retries() if max_retries is None else max_retries
         check_count(max_retries, "max_retries")
         dedup = None
         if dedup_key is not None:
-            dedup = self.key("dedup", validate_key_part(dedup_key, "de-duplication key"))
-        ttl = validate_seconds(
-            app_settings.QUEUE_DEDUP_TTL if dedup_ttl is None else dedup_ttl,
-            "dedup_ttl",
-            allow_zero=False,
-        )
+            dedup_key = validate_key_part(dedup_key, "de-duplication key")
+            dedup = make_key(COMPONENT, self.group, "dedup", dedup_key)
+        ttl = 0.0  # the defaults from settings are checked at start-up (checks.py)
+        if dedup is not None or dedup_ttl is not None:
+            ttl = validate_seconds(
+                app_settings.QUEUE_DEDUP_TTL if dedup_ttl is None else dedup_ttl,
+                "dedup_ttl",
+                allow_zero=False,
+            )
         wait_replicas = app_settings.QUEUE_WAIT_REPLICAS if wait_replicas is None else wait_replicas
         check_count(wait_replicas, "wait_replicas")
-        wait_timeout = validate_seconds(
-            app_settings.QUEUE_WAIT_TIMEOUT if wait_timeout is None else wait_timeout,
-            "wait_timeout",
-            allow_zero=False,
-        )
+        if wait_replicas or wait_timeout is not None:
+            wait_timeout = validate_seconds(
+                app_settings.QUEUE_WAIT_TIMEOUT if wait_timeout is None else wait_timeout,
+                "wait_timeout",
+                allow_zero=False,
+            )
         task_id = new_task_id() if task_id is None else validate_key_part(task_id, "task id")
         now = time.time()
         record = {
             "id": task_id,
             "name": name,
             "queue": queue,
-            "args": args,
-            "kwargs": kwargs,
             "retries": 0,
             "max_retries": max_retries,
             "enqueued_at": now,
@@ -201,15 +228,9 @@ class TaskQueue:
             "ready_at": now + delay,
             "kind": kind,
         }
-        body = json.dumps(record, separators=(",", ":"))
-        keys = [
-            self.key("tasks"),
-            self.queue_key(queue),
-            self.key("delayed"),
-            self.key("queues"),
-            self.key("wake"),
-            self.key("sched_wake"),
-        ]
+        # The arguments' JSON, made to check them, goes in as it is.
+        body = f"{_ENCODER.encode(record)[:-1]},{arguments}}}"
+        keys = list(_enqueue_keys(app_settings.KEY_PREFIX, self.group, queue))
         if dedup is not None:
             keys.append(dedup)
         argv = [task_id, body, queue, int(delay * 1000), max(1, int(ttl * 1000)), WAKE_CAP]
@@ -244,10 +265,17 @@ class TaskQueue:
         self, name: str, args: Any, kwargs: Any, queue: str
     ) -> tuple[str, list[Any], dict[str, Any], str]:
         """Check a task name, its arguments and queue name; return them normalised."""
+        name, queue, arguments = self._checked(name, args, kwargs, queue)
+        decoded = json.loads(f"{{{arguments}}}")  # what a worker reads back: tuples are lists
+        return name, decoded["args"], decoded["kwargs"], queue
+
+    @staticmethod
+    def _checked(name: str, args: Any, kwargs: Any, queue: str) -> tuple[str, str, str]:
+        """Check a task name, queue name and arguments; return the names and the
+        arguments' JSON (see encode_arguments)."""
         name = validate_task_name(name)
         queue = validate_key_part(queue, "queue")
-        args, kwargs = encode_arguments(args, kwargs)
-        return name, args, kwargs, queue
+        return name, queue, encode_arguments(args, kwargs)
 
     # -- worker side ------------------------------------------------------------
 
