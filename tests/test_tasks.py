@@ -15,9 +15,17 @@ from redisparts_app.exceptions import (
     TaskNotReplicated,
 )
 from redisparts_app.keys import slot_of
-from redisparts_app.services.tasks import Scheduler, TaskQueue, Worker, enqueue, queue_groups
+from redisparts_app.services.tasks import (
+    Scheduler,
+    TaskQueue,
+    Worker,
+    enqueue,
+    queue_groups,
+    task,
+)
 from redisparts_app.services.tasks.worker import Backoff
 from redisparts_app.testing import start_replica
+from tests.counting import counting_like
 from tests.tasks_helpers import (
     DONE,
     ORDER,
@@ -456,3 +464,139 @@ def test_backoff_doubles_up_to_its_cap_and_starts_over_after_a_reset():
     assert [backoff.next() for _ in range(9)] == [0.5, 1, 2, 4, 8, 16, 30, 30, 30]
     backoff.reset()
     assert backoff.next() == 0.5
+
+
+# -- batches: claim, acknowledge, extend and release many tasks at once --------------------
+
+
+def test_claim_takes_up_to_count_tasks_highest_priority_first(redis_client):
+    queue = TaskQueue()
+    high = [record_high.enqueue(f"h{n}") for n in range(2)]
+    default = [record.enqueue(f"d{n}") for n in range(5)]
+    claimed = queue.claim(["high", "default"], "w-1", lease=30, count=4)
+    assert [task["id"] for task, _ in claimed] == high + default[:2]
+    assert [deliveries for _, deliveries in claimed] == [1, 1, 1, 1]
+    assert {info.id for info in queue.inflight()} == set(high + default[:2])
+    assert {info.worker for info in queue.inflight()} == {"w-1"}
+    assert [info.id for info in queue.peek("default")] == default[2:]
+    # A wake-up token per task still ready: idle workers are not woken for taken ones.
+    assert redis_client.llen(queue.key("wake")) == 3
+    assert len(queue.claim(["high", "default"], "w-2", lease=30, count=10)) == 3
+    assert redis_client.llen(queue.key("wake")) == 0
+    assert queue.claim(["high", "default"], "w-2", lease=30, count=10) == []
+
+
+def test_claim_takes_a_task_delivered_before_alone(redis_client):
+    queue = TaskQueue()
+    first, suspect, last = (record.enqueue(label) for label in ("first", "suspect", "last"))
+    queue.claim(["default"], "w-1", lease=30, count=1)
+    queue.claim(["default"], "dead", lease=0.001, count=1)  # suspect: its worker dies
+    assert wait_until(lambda: queue.reap()[0] == 1, timeout=5)
+    assert [info.id for info in queue.peek("default")] == [suspect, last]
+    # Delivered before: never batched with others, so its deaths are counted on it alone.
+    [(task, deliveries)] = queue.claim(["default"], "w-2", lease=30, count=10)
+    assert (task["id"], deliveries) == (suspect, 2)
+    [(task, deliveries)] = queue.claim(["default"], "w-2", lease=30, count=10)
+    assert (task["id"], deliveries) == (last, 1)
+    assert queue.acknowledge([first], "w-1") == []
+
+
+def test_batch_after_a_fresh_task_stops_before_a_task_delivered_before(redis_client):
+    queue = TaskQueue()
+    suspect = record.enqueue("suspect")
+    queue.claim(["default"], "dead", lease=0.001, count=1)
+    assert wait_until(lambda: queue.reap()[0] == 1, timeout=5)
+    fresh = record.enqueue("fresh")
+    queue.client.lmove(queue.queue_key("default"), queue.queue_key("default"), "RIGHT", "LEFT")
+    assert [info.id for info in queue.peek("default")] == [fresh, suspect]
+    claimed = queue.claim(["default"], "w", lease=30, count=10)
+    assert [task["id"] for task, _ in claimed] == [fresh]
+    assert [info.id for info in queue.peek("default")] == [suspect]
+
+
+def test_acknowledge_records_only_tasks_still_held(redis_client):
+    queue = TaskQueue()
+    ids = [record.enqueue(f"t{n}") for n in range(3)]
+    queue.claim(["default"], "w-1", lease=30, count=2)
+    queue.claim(["default"], "w-2", lease=30, count=1)
+    assert queue.acknowledge(ids, "w-1") == [ids[2]]
+    assert [info.id for info in queue.inflight()] == [ids[2]]
+    with pytest.raises(TaskNotFound):
+        queue.get(ids[0])
+    assert queue.acknowledge([ids[2]], "w-2") == []
+    assert queue.counts()["inflight"] == 0
+
+
+def test_extend_all_pushes_every_held_lease_and_names_the_lost(redis_client):
+    queue = TaskQueue()
+    ids = [record.enqueue(f"t{n}") for n in range(3)]
+    queue.claim(["default"], "w-1", lease=10, count=3)
+    before = {info.id: info.lease_until for info in queue.inflight()}
+    queue.acknowledge([ids[1]], "w-1")
+    assert queue.extend_all(ids, "w-1", 60) == [ids[1]]
+    after = {info.id: info.lease_until for info in queue.inflight()}
+    assert set(after) == {ids[0], ids[2]}
+    assert all(after[task_id] > before[task_id] + 45 for task_id in after)
+    assert queue.extend_all(ids, "w-2", 60) == ids
+
+
+def test_release_puts_unstarted_tasks_back_in_order_uncounted(redis_client):
+    queue = TaskQueue()
+    ids = [record.enqueue(f"t{n}") for n in range(4)]
+    claimed = queue.claim(["default"], "w-1", lease=30, count=3)
+    released = [task for task, _ in claimed[1:]]
+    assert queue.release(released, "w-2") == 0  # not its tasks
+    assert queue.release(released, "w-1") == 2
+    assert [info.id for info in queue.peek("default")] == ids[1:]
+    assert [info.deliveries for info in queue.peek("default")] == [0, 0, 0]
+    assert [info.id for info in queue.inflight()] == [ids[0]]
+    # Released tasks are fresh again: they may be claimed in a batch.
+    assert len(queue.claim(["default"], "w-2", lease=30, count=3)) == 3
+
+
+def test_worker_claims_fast_tasks_in_batches(redis_client):
+    for n in range(300):
+        record.enqueue(f"t{n}")
+    counting = counting_like(redis_client)
+    assert Worker(["default"], client=counting, batch_window=1.0).run(burst=True) == 300
+    scripts = counting.commands.count("EVALSHA") + counting.commands.count("EVAL")
+    # One claim and one acknowledgement per batch, not per task.
+    assert scripts < 60
+    assert sorted(labels(redis_client)) == sorted(f"t{n}" for n in range(300))
+    assert TaskQueue().counts()["inflight"] == 0
+
+
+def test_worker_with_batch_one_claims_task_by_task(redis_client):
+    for n in range(5):
+        record.enqueue(f"t{n}")
+    counting = counting_like(redis_client)
+    assert Worker(["default"], client=counting, batch=1).run(burst=True) == 5
+    claims = [c for c in counting.commands if c in ("EVALSHA", "EVAL")]
+    assert len(claims) >= 10  # a claim and an acknowledgement per task
+    with pytest.raises(InvalidTask):
+        Worker(["default"], batch=0)
+
+
+STOPPING: list[Worker] = []
+
+
+@task(name="tests.stop_worker", queue="default", max_retries=0)
+def stop_worker(label: str) -> None:
+    record.func(label)
+    STOPPING[0].stop()
+
+
+def test_stopping_worker_puts_its_unstarted_tasks_back(redis_client):
+    queue = TaskQueue()
+    ids = [record.enqueue("t0"), record.enqueue("t1"), stop_worker.enqueue("stop")]
+    ids += [record.enqueue(f"t{n}") for n in range(3, 8)]
+    worker = Worker(["default"])
+    STOPPING[:] = [worker]
+    assert worker.run() == 3
+    assert labels(redis_client) == ["t0", "t1", "stop"]
+    # The rest went back at the head of the queue, in order, their delivery not counted.
+    assert [info.id for info in queue.peek("default")] == ids[3:]
+    assert {info.deliveries for info in queue.peek("default")} == {0}
+    assert queue.counts()["inflight"] == 0
+    assert Worker(["default"]).run(burst=True) == 5
+    assert labels(redis_client)[3:] == [f"t{n}" for n in range(3, 8)]

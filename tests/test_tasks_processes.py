@@ -1,5 +1,6 @@
-"""Task queues across processes: workers killed with SIGKILL lose no task, a task that
-kills its worker ends in quarantine, concurrent schedulers enqueue each delayed task
+"""Task queues across processes: workers killed with SIGKILL lose no task (also in the
+middle of a batch), a task that kills its worker ends in quarantine alone, workers
+claiming batches run each task once, concurrent schedulers enqueue each delayed task
 exactly once, and SIGTERM lets the current task finish.
 
 Completions are recorded by the tasks themselves in keys outside the queue's
@@ -14,6 +15,7 @@ import pytest
 from django.test import override_settings
 
 from redisparts_app.services.tasks import TaskQueue, Worker, enqueue
+from tests.counting import command_calls
 from tests.tasks_helpers import (
     DONE,
     ORDER,
@@ -126,3 +128,53 @@ def test_sigterm_lets_the_current_task_finish(redis_client):
     counts = TaskQueue().counts()
     assert counts["inflight"] == 0
     assert counts["queues"]["default"] == 1  # the next task was left for another worker
+
+
+def test_three_workers_claiming_batches_run_every_task_exactly_once(redis_client):
+    expected = {f"b{n}" for n in range(600)}
+    for label in sorted(expected):
+        record.enqueue(label)
+    claims_before = command_calls(redis_client, "evalsha", "eval")
+    workers = [start_worker(["default"], lease=5, maintenance=5) for _ in range(3)]
+    try:
+        assert wait_until(lambda: redis_client.scard(DONE) == len(expected), timeout=60)
+    finally:
+        assert [stop(worker) for worker in workers] == [0, 0, 0]
+    runs = {k.decode(): int(v) for k, v in redis_client.hgetall(RUNS).items()}
+    assert runs == dict.fromkeys(expected, 1)  # no task was claimed by two workers
+    # The workers' scripts (claims, acknowledgements, upkeep): far fewer than the tasks.
+    assert command_calls(redis_client, "evalsha", "eval") - claims_before < len(expected)
+    assert TaskQueue().counts()["inflight"] == 0
+
+
+def test_workers_killed_mid_batch_lose_no_task(redis_client):
+    expected = {f"k{n}" for n in range(1000)}
+    for label in sorted(expected):
+        record.enqueue(label, pause=0.005)
+    kill_workers_repeatedly(["default"], kills=10)
+    assert redis_client.scard(DONE) < len(expected)
+    finish_with_a_healthy_worker(redis_client, ["default"], expected)
+
+
+def test_task_that_kills_its_worker_mid_batch_alone_ends_in_quarantine(redis_client):
+    queue = TaskQueue()
+    healthy = {f"h{n}" for n in range(12)}
+    with override_settings(REDISPARTS={"QUEUE_MAX_DELIVERIES": 3}):
+        for n in range(12):
+            record.enqueue(f"h{n}")
+            if n == 5:  # mid-batch: a worker claims h0 alone, then h1.. in one batch
+                task_id = suicide.enqueue("poison")
+        for _ in range(10):
+            worker = start_worker(["default"], lease=0.5, maintenance=0.2)
+            wait_until(lambda w=worker: not w.is_alive() or queue.quarantined(), timeout=20)
+            if queue.quarantined():
+                assert wait_until(lambda: redis_client.scard(DONE) == len(healthy))
+                assert stop(worker) == 0
+                break
+            assert worker.exitcode == -signal.SIGKILL
+    [quarantined] = queue.quarantined()
+    assert quarantined.id == task_id
+    assert int(redis_client.hget(RUNS, "poison")) == 3
+    # Its batch-mates ran (some twice: done but not yet acknowledged when it struck).
+    assert {label.decode() for label in redis_client.smembers(DONE)} == healthy
+    assert queue.counts()["inflight"] == 0

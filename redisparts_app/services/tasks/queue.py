@@ -299,7 +299,7 @@ class TaskQueue:
         delivered before (its worker died, or a retry) only ever comes alone. Return
         (task record, delivery count) pairs, in queue order; empty when every queue is.
         """
-        keys = [self.key(role) for role in ("tasks", "inflight", "owners", "deliveries")]
+        keys = [self.key(role) for role in ("tasks", "inflight", "owners", "deliveries", "wake")]
         keys += [self.queue_key(queue) for queue in queues]
         found = lua.script(self.client, "queue_dequeue")(
             keys=keys, args=[worker_id, int(lease * 1000), count]
