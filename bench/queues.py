@@ -213,9 +213,7 @@ def run(ctx: Context) -> list[Section]:
         for label in LABELS
     ]
     exact = {
-        label: all(
-            round_[label]["ran_once"] == round_[label]["jobs"] for round_ in samples.rounds
-        )
+        label: all(round_[label]["ran_once"] == round_[label]["jobs"] for round_ in samples.rounds)
         for label in LABELS
     }
     return [

@@ -1,13 +1,18 @@
 """``Worker`` runs tasks from several queues in priority order; ``Scheduler`` moves due
 delayed tasks and reaps expired leases.
 
-Delivery is at least once: a task moves from its queue to the group's in-flight
+Delivery is at least once: tasks move from their queue to the group's in-flight
 set in one atomic step (a Lua script over queues of one hash tag), under a lease
-the worker extends from a heartbeat thread while the task runs. When a worker
-dies, the reaper (in every worker every ``maintenance_interval`` seconds, and in
-the scheduler at each lease deadline) puts the task back at the head of its
-queue; a task delivered QUEUE_MAX_DELIVERIES times whose worker died each time
-goes to quarantine instead of looping. A task that raises is retried after
+the worker extends from a heartbeat thread until it records them. A worker claims
+a batch of ready tasks in that one step: as many as its recent tasks suggest it
+runs in ``batch_window`` seconds, at most ``batch`` (one at a time until a task
+has run, and for tasks slower than the window); done tasks are acknowledged
+together after the batch, retries and failures at once. A task delivered before
+(its worker died, or a retry) is always claimed alone. When a worker dies, the
+reaper (in every worker every ``maintenance_interval`` seconds, and in the
+scheduler at each lease deadline) puts its tasks back at the head of their queue;
+a task delivered QUEUE_MAX_DELIVERIES times whose worker died each time goes to
+quarantine instead of looping. A task that raises is retried after
 QUEUE_RETRY_DELAY · 2^(retry - 1) seconds (capped at QUEUE_RETRY_MAX_DELAY) up
 to its ``max_retries``, then lands in the failed registry with its error and
 traceback. A task may therefore run more than once (its worker died after the
@@ -17,10 +22,11 @@ tasks to be idempotent.
 Idle workers block on a wake-up list (BLPOP, at most ``block`` seconds), never
 busy-poll; the scheduler blocks until the next due time or lease deadline (at
 most ``max_wait`` seconds) and is woken early by an enqueue with a delay.
-SIGTERM/SIGINT finish the current task, then stop; a second signal exits at once
-(the task comes back through the reaper). When Redis is unreachable both log
-it, back off exponentially (0.5 s doubling to 30 s) and resume; a worker keeps
-retrying to record the outcome of the task it just ran until Redis is back.
+SIGTERM/SIGINT finish the current task, then stop and put the batch's unstarted
+tasks back at the head of their queues; a second signal exits at once (the tasks
+come back through the reaper). When Redis is unreachable both log it, back off
+exponentially (0.5 s doubling to 30 s) and resume; a worker keeps retrying to
+record the outcomes of the tasks it just ran until Redis is back.
 """
 
 import logging
@@ -117,7 +123,11 @@ class _Stoppable:
 
 
 class Worker(_Stoppable):
-    """Run tasks from ``queues`` (highest priority first) of one group."""
+    """Run tasks from ``queues`` (highest priority first) of one group.
+
+    ``batch``: the most tasks claimed at once (1: one at a time); ``batch_window``:
+    the seconds of work a claim aims at, judged from the recent tasks' run times.
+    """
 
     def __init__(
         self,
