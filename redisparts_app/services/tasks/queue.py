@@ -103,7 +103,7 @@ def encode_arguments(args: Any, kwargs: Any) -> str:
             raise InvalidTask(f"args must be a list or tuple, got {type(args).__name__}")
         args = list(args)
     kwargs = {} if kwargs is None else kwargs
-    if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+    if not isinstance(kwargs, dict) or (kwargs and not all(isinstance(k, str) for k in kwargs)):
         raise InvalidTask("kwargs must be a dict with string keys")
     try:
         members = _ENCODER.encode({"args": args, "kwargs": kwargs})[1:-1]
