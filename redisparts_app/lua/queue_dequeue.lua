@@ -11,29 +11,46 @@
 local t = redis.call('time')
 local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
 local wanted = tonumber(ARGV[3])
-local taken, alone = {}, false
+local taken, ids, stamps, owners, counts, alone = {}, {}, {}, {}, {}, false
 for i = 6, #KEYS do
-  while not alone and #taken < wanted * 3 do
-    local id = redis.call('lpop', KEYS[i])
-    if not id then break end
-    local body = redis.call('hget', KEYS[1], id)
-    -- An id without a record was deleted while queued: drop it.
-    if body then
-      local before = tonumber(redis.call('hget', KEYS[4], id) or '0')
-      alone = before > 0
-      if alone and #taken > 0 then
-        redis.call('lpush', KEYS[i], id)  -- left first in line for a claim of its own
-      else
-        redis.call('zadd', KEYS[2], deadline, id)
-        redis.call('hset', KEYS[3], id, ARGV[1])
-        redis.call('hset', KEYS[4], id, before + 1)
-        taken[#taken + 1] = id
-        taken[#taken + 1] = body
-        taken[#taken + 1] = before + 1
+  while not alone and #ids < wanted do
+    local popped = redis.call('lpop', KEYS[i], wanted - #ids)
+    if not popped then break end
+    local bodies = redis.call('hmget', KEYS[1], unpack(popped))
+    local before = redis.call('hmget', KEYS[4], unpack(popped))
+    local rest = #popped + 1
+    for j, id in ipairs(popped) do
+      -- An id without a record was deleted while queued: drop it.
+      if bodies[j] then
+        local delivered = tonumber(before[j] or '0')
+        alone = delivered > 0
+        if alone and #ids > 0 then
+          rest = j  -- left first in line, for a claim of its own
+          break
+        end
+        ids[#ids + 1] = id
+        stamps[#stamps + 1], stamps[#stamps + 2] = deadline, id
+        owners[#owners + 1], owners[#owners + 2] = id, ARGV[1]
+        counts[#counts + 1], counts[#counts + 2] = id, delivered + 1
+        taken[#taken + 1], taken[#taken + 2], taken[#taken + 3] = id, bodies[j], delivered + 1
+        if alone then
+          rest = j + 1
+          break
+        end
       end
     end
+    if rest <= #popped then
+      local back = {}
+      for j = #popped, rest, -1 do back[#back + 1] = popped[j] end
+      redis.call('lpush', KEYS[i], unpack(back))
+    end
   end
-  if alone then break end
+  if alone or #ids >= wanted then break end
 end
-if #taken > 0 then redis.call('ltrim', KEYS[5], #taken / 3, -1) end
+if #ids > 0 then
+  redis.call('zadd', KEYS[2], unpack(stamps))
+  redis.call('hset', KEYS[3], unpack(owners))
+  redis.call('hset', KEYS[4], unpack(counts))
+  redis.call('ltrim', KEYS[5], #ids, -1)
+end
 return taken

@@ -170,6 +170,9 @@ class Worker(_Stoppable):
         # Called with the outcome (done, retry, fail, lost) after each task.
         self.on_finished: Callable[[str], None] | None = None
         self._next_maintenance = 0.0
+        # Ids of the tasks this worker holds (claimed, not recorded): the heartbeat's work.
+        self._held: set[str] = set()
+        self._beating = False
 
     def run(self, *, burst: bool = False, max_tasks: int | None = None) -> int:
         """Run tasks until stopped; return how many were run.
@@ -179,7 +182,7 @@ class Worker(_Stoppable):
         backoff = Backoff()
         done = 0
         logger.info("worker %s listening on %s", self.worker_id, ", ".join(self.queues))
-        with self.signals():
+        with self.signals(), self._heartbeat():
             while not self.stopping and (max_tasks is None or done < max_tasks):
                 wanted = self._batch_size(None if max_tasks is None else max_tasks - done)
                 jobs = self._guarded(backoff, lambda n=wanted: self._next_jobs(n))
@@ -232,9 +235,11 @@ class Worker(_Stoppable):
         failures at once. When the worker is asked to stop, the tasks not yet started go
         back to the head of their queues for another worker.
         """
-        held = {record["id"] for record, _ in jobs}
-        heartbeat = _Heartbeat(self.queue, held, self.worker_id, self.lease)
-        heartbeat.start()
+        if not self._beating:  # called outside run(): a heartbeat for these tasks only
+            with self._heartbeat():
+                return self.perform_all(jobs)
+        held = self._held
+        held.update(record["id"] for record, _ in jobs)
         outcomes: dict[str, str] = {}  # task id -> outcome, in the order run
         started = 0
         try:
@@ -251,7 +256,8 @@ class Worker(_Stoppable):
                     self._report(outcome)
                 outcomes[record["id"]] = outcome
         finally:
-            heartbeat.stop()
+            # Out of the heartbeat's hands first, so it never sees them acknowledged.
+            held.difference_update(record["id"] for record, _ in jobs)
             finished = [task_id for task_id, outcome in outcomes.items() if outcome == "done"]
             lost = self._acknowledge(finished)
             self._release([record for record, _ in jobs[started:]])
@@ -261,6 +267,18 @@ class Worker(_Stoppable):
                 outcomes[task_id] = "lost"
             self._report(outcomes[task_id])
         return list(outcomes.values())
+
+    @contextmanager
+    def _heartbeat(self) -> Iterator[None]:
+        """Extend the leases of the held tasks from a thread while inside this block."""
+        heartbeat = _Heartbeat(self.queue, self._held, self.worker_id, self.lease)
+        heartbeat.start()
+        self._beating = True
+        try:
+            yield
+        finally:
+            self._beating = False
+            heartbeat.stop()
 
     def _time_task(self, seconds: float) -> None:
         previous = self._task_seconds
@@ -424,7 +442,8 @@ class Scheduler(_Stoppable):
 class _Heartbeat(threading.Thread):
     """Extend the leases of the tasks a worker holds every third of the lease.
 
-    ``held`` is the worker's set of held task ids; it discards those it settles.
+    ``held`` is the worker's set of the ids of the tasks it holds, kept up to date by the
+    worker: ids it has settled or is about to acknowledge are no longer in it.
     """
 
     def __init__(self, queue: TaskQueue, held: set[str], worker_id: str, lease: float) -> None:
@@ -443,7 +462,7 @@ class _Heartbeat(threading.Thread):
                 logger.warning("cannot extend the lease of %d task(s) (%s)", len(task_ids), exc)
                 continue
             for task_id in lost:
-                if task_id in self.held:  # not settled meanwhile: really lost
+                if task_id in self.held:  # still the worker's: really lost
                     logger.warning("task %s: lease lost while running", task_id)
                     self.held.discard(task_id)
 
