@@ -600,3 +600,20 @@ def test_stopping_worker_puts_its_unstarted_tasks_back(redis_client):
     assert queue.counts()["inflight"] == 0
     assert Worker(["default"]).run(burst=True) == 5
     assert labels(redis_client)[3:] == [f"t{n}" for n in range(3, 8)]
+
+
+def test_task_record_keeps_names_with_quotes_and_accents(redis_client):
+    queue = TaskQueue()
+    name, queue_name = 'odd "name" é\u00e8', 'q "x"'
+    task_id = queue.enqueue(name, args=['a"b', 1.5, None], kwargs={"k": "é"}, queue=queue_name)
+    info = queue.get(task_id)
+    assert (info.name, info.queue, info.args, info.kwargs) == (
+        name,
+        queue_name,
+        ['a"b', 1.5, None],
+        {"k": "é"},
+    )
+    assert Worker([queue_name]).run(burst=True) == 1
+    [failed] = queue.failed()
+    assert failed.name == name
+    assert "unknown task name" in failed.error

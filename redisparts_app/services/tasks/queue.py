@@ -24,6 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from django.db import transaction
@@ -89,8 +90,9 @@ def validate_seconds(value: object, what: str, *, allow_zero: bool = True) -> fl
     return float(value)
 
 
-# One encoder for every task body (json.dumps with options builds a new one per call).
+# One encoder for task arguments (json.dumps with options builds a new one per call).
 _ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+_quote = encode_basestring_ascii  # a str as a JSON string (ASCII, escaped)
 
 
 def encode_arguments(args: Any, kwargs: Any) -> str:
@@ -216,20 +218,15 @@ class TaskQueue:
             )
         task_id = new_task_id() if task_id is None else validate_key_part(task_id, "task id")
         now = time.time()
-        record = {
-            "id": task_id,
-            "name": name,
-            "queue": queue,
-            "retries": 0,
-            "max_retries": max_retries,
-            "enqueued_at": now,
-            # When it may run (the scheduler moves it then): a queue's backlog age counts
-            # from here, not from the enqueue of a delayed task.
-            "ready_at": now + delay,
-            "kind": kind,
-        }
-        # The arguments' JSON, made to check them, goes in as it is.
-        body = f"{_ENCODER.encode(record)[:-1]},{arguments}}}"
+        # The task record, as JSON written out here: a dict through the JSON encoder costs
+        # several µs more per enqueue. The arguments' JSON, made to check them, goes in as is.
+        # "ready_at" is when it may run (the scheduler moves it then): a queue's backlog age
+        # counts from there, not from the enqueue of a delayed task.
+        body = (
+            f'{{"id":{_quote(task_id)},"name":{_quote(name)},"queue":{_quote(queue)},'
+            f'"retries":0,"max_retries":{max_retries:d},"enqueued_at":{now!r},'
+            f'"ready_at":{now + delay!r},"kind":{_quote(kind)},{arguments}}}'
+        )
         keys = list(_enqueue_keys(app_settings.KEY_PREFIX, self.group, queue))
         if dedup is not None:
             keys.append(dedup)
