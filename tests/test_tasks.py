@@ -573,8 +573,9 @@ def test_worker_with_batch_one_claims_task_by_task(redis_client):
     assert Worker(["default"], client=counting, batch=1).run(burst=True) == 5
     claims = [c for c in counting.commands if c in ("EVALSHA", "EVAL")]
     assert len(claims) >= 10  # a claim and an acknowledgement per task
-    with pytest.raises(InvalidTask):
-        Worker(["default"], batch=0)
+    for wrong in (0, 501, True, 2.0):
+        with pytest.raises(InvalidTask, match="batch must be"):
+            Worker(["default"], batch=wrong)
 
 
 STOPPING: list[Worker] = []

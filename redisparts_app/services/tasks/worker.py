@@ -125,7 +125,7 @@ class _Stoppable:
 class Worker(_Stoppable):
     """Run tasks from ``queues`` (highest priority first) of one group.
 
-    ``batch``: the most tasks claimed at once (1: one at a time); ``batch_window``:
+    ``batch``: the most tasks claimed at once (1: one at a time, up to 500); ``batch_window``:
     the seconds of work a claim aims at, judged from the recent tasks' run times.
     """
 
@@ -158,8 +158,8 @@ class Worker(_Stoppable):
             maintenance_interval, "maintenance_interval", allow_zero=False
         )
         self.max_deliveries = max_deliveries
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise InvalidTask(f"batch must be a whole number of tasks >= 1, got {batch!r}")
+        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= BATCH:
+            raise InvalidTask(f"batch must be a whole number from 1 to {BATCH}, got {batch!r}")
         self.batch = batch
         self.batch_window = validate_seconds(batch_window, "batch_window")
         # Recent seconds per task (moving average); None until a task has run.
