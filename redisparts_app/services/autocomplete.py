@@ -433,8 +433,13 @@ class AddressBook:
 
 def _distinct_names(members: list[bytes], limit: int) -> list[str]:
     """Return the first ``limit`` distinct names of index entries, skipping sentinels."""
-    # dict.fromkeys keeps first places. A sentinel (another lookup's, or a killed one's)
-    # leaves "\0<token>" after the first NUL, and no name starts with NUL.
+    # dict.fromkeys keeps first places. Each entry holds one NUL and no name starts or
+    # ends with one, so without sentinels (another lookup's, or a killed one's) the
+    # names are every second part of the entries joined by NUL, decoded at once.
+    joined = b"\x00".join(members)
+    if SENTINEL_MARK not in joined:
+        return list(dict.fromkeys(joined.decode().split("\x00")[1::2]))[:limit]
+    # A sentinel leaves "\0<token>" after its first NUL, and no name starts with NUL.
     names = dict.fromkeys([m.partition(b"\x00")[2] for m in members])
     return [name.decode() for name in names if name[:1] != b"\x00"][:limit]
 
