@@ -16,7 +16,17 @@ import pytest
 from hypothesis import given
 
 from redisparts_app.exceptions import RedisPartsError
-from redisparts_app.services import chat, config, counters, geoip, logs, market, presence
+from redisparts_app.services import (
+    chat,
+    config,
+    counters,
+    geoip,
+    logs,
+    market,
+    presence,
+    sessions,
+    stats,
+)
 from redisparts_app.services.autocomplete import AddressBook, RecentContacts
 from redisparts_app.services.locks import Lock
 from redisparts_app.services.mail import Mailbox
@@ -254,3 +264,27 @@ def test_lock_and_semaphore_names(redis_client, name):
 def test_geoip_addresses(redis_client, ip):
     redis_client.flushdb()
     refused_or_kept(redis_client, lambda: geoip.find_city(ip), lambda city: city is None)
+
+
+@few()
+@given(token=hostile, user=hostile, item=hostile)
+def test_session_tokens(redis_client, token, user, item):
+    redis_client.flushdb()
+
+    def recorded(_):
+        assert redis_client.hget(sessions.login_key(), nfc(token)).decode() == nfc(user)
+        assert redis_client.zscore(sessions.viewed_key(nfc(token)), nfc(item)) is not None
+
+    refused_or_kept(redis_client, lambda: sessions.update_token(token, user, item), recorded)
+
+
+@few()
+@given(view=hostile)
+def test_response_time_statistics(redis_client, view):
+    redis_client.flushdb()
+
+    def recorded(_):
+        assert stats.get_stats(view, stats.ACCESS_TIME).count == 1
+        assert stats.slowest_views(5) == [(nfc(view), 0.25)]
+
+    refused_or_kept(redis_client, lambda: stats.record_access_time(view, 0.25), recorded)
