@@ -19,6 +19,7 @@ redis-py 5.2's cluster client refuses, and for scripts pipelined per node;
 ``by_slot`` groups the keys one script may take together.
 """
 
+import functools
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -30,7 +31,8 @@ from django.core.signals import setting_changed
 from django.dispatch import receiver
 from redis import Redis
 from redis import exceptions as redis_errors
-from redis.cluster import ClusterNode, RedisCluster
+from redis.client import Pipeline
+from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.sentinel import Sentinel
 from redis.typing import KeyT
 
@@ -219,6 +221,18 @@ def by_slot(client: Any, items: Iterable[T], key_of: Callable[[T], KeyT]) -> lis
     for item in items:
         groups.setdefault(client.keyslot(key_of(item)), []).append(item)
     return list(groups.values())
+
+
+def is_pipeline(client: Any) -> bool:
+    """Whether ``client`` is a pipeline (plain or cluster): it queues commands until execute()."""
+    return _is_pipeline_class(type(client))
+
+
+@functools.cache
+def _is_pipeline_class(kind: type) -> bool:
+    # Cached per class: an isinstance check against redis-py's classes goes through a
+    # typing Protocol and costs about a microsecond, on paths that run per command.
+    return issubclass(kind, Pipeline | ClusterPipeline)
 
 
 def reset_clients() -> None:

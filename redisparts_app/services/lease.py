@@ -40,7 +40,6 @@ if the counter survived.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import os
@@ -50,11 +49,9 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from redis.client import Pipeline
-from redis.cluster import ClusterPipeline
 
 from .. import lua
-from ..connection import get_redis, on_slot
+from ..connection import get_redis, is_pipeline, on_slot
 from ..exceptions import InvalidDuration
 
 logger = logging.getLogger(__name__)
@@ -117,16 +114,9 @@ def immediate_client(client: Any) -> Any:
     """
     if client is None:
         return get_redis()
-    if _is_pipeline(type(client)):
+    if is_pipeline(client):
         raise TypeError("leases and locks need each reply at once: pass a client, not a pipeline")
     return client
-
-
-@functools.cache
-def _is_pipeline(kind: type) -> bool:
-    # Cached per class: redis-py's classes make isinstance checks slow (typing Protocols),
-    # and a lock checks its client on every acquisition.
-    return issubclass(kind, Pipeline | ClusterPipeline)
 
 
 def to_ms(seconds: float) -> int:

@@ -128,6 +128,12 @@ class Semaphore:
         self._timeout_ms = max(1, round(self.timeout * 1000))
         self._clock = clock
         self._keys = {role: keys.make_key(COMPONENT, self.name, role) for role in _ROLES}
+        # The KEYS of each script, built once: acquire and release run on hot paths.
+        zsets = [self._keys["holders"], self._keys["info"]]
+        owners = [self._keys["owners"]] if self._fair else []
+        self._acquire_keys = [*zsets, *owners, self._keys["counter"]] if self._fair else zsets
+        self._refresh_keys = [*zsets, *owners]
+        self._release_keys = [*zsets, self._keys["wake"], *owners]
         self._client = client if client is not None else get_redis()
 
     def __repr__(self) -> str:
@@ -161,20 +167,15 @@ class Semaphore:
         """
         holder_id = _check_holder_id(holder_id)
         script = lua.script(self._client, "semaphore_refresh")
-        zsets = [self._keys["holders"], self._keys["info"]]
-        if self._fair:
-            zsets.append(self._keys["owners"])
-        return bool(script(keys=zsets, args=[holder_id, self._timeout_ms, self._now_arg()]))
+        args = [holder_id, self._timeout_ms, self._now_arg()]
+        return bool(script(keys=self._refresh_keys, args=args))
 
     def release(self, holder_id: str) -> bool:
         """Give the permit back; return False if it had already expired or was never held."""
         holder_id = _check_holder_id(holder_id)
         script = lua.script(self._client, "semaphore_release")
-        names = [self._keys["holders"], self._keys["info"], self._keys["wake"]]
-        if self._fair:
-            names.append(self._keys["owners"])
         args = [holder_id, self.limit, self._timeout_ms, self._now_arg()]
-        return bool(script(keys=names, args=args))
+        return bool(script(keys=self._release_keys, args=args))
 
     @contextmanager
     def hold(self, *, wait: float = 5.0, reason: str = "") -> Iterator[str]:
@@ -203,10 +204,9 @@ class Semaphore:
         return holders(self.name, client=self._client, clock=None if self._fair else self._clock)
 
     def _try_acquire(self, holder_id: str, reason: str) -> bool:
-        roles = ("holders", "info", "owners", "counter") if self._fair else ("holders", "info")
         script = lua.script(self._client, "semaphore_acquire")
         args = [holder_id, self.limit, self._timeout_ms, reason, self._now_arg()]
-        return bool(script(keys=[self._keys[role] for role in roles], args=args))
+        return bool(script(keys=self._acquire_keys, args=args))
 
     def _now_arg(self) -> int | str:
         # Empty: the scripts read the server's clock (TIME) instead.
