@@ -6,7 +6,12 @@ release signal, pottery's Redlock retries after a random delay of up to 0.2 s,
 redisparts blocks in BLPOP until a release wakes one waiter):
 
 - uncontended: acquire + release pairs per second, one process, one lock object per
-  variant reused for every pair;
+  variant reused for every pair; the variants take turns pair by pair (A, B, A, B ...)
+  and a figure is 1 / the median time of a pair, so a pair of one variant is compared
+  with pairs of the others made microseconds apart (on a loaded machine, slices of
+  wall time swing from one to the next by 10x or more, whatever runs in them).
+  pottery takes its turns in a window of its own next to each round: every acquire and
+  release of it starts and joins a thread pool, which slows whatever call comes next;
 - contended: 4 processes each doing 500 read-modify-write increments (GET, +1, SET)
   of one counter under the lock; throughput (increments/s over the whole run), the
   mean and max wait to acquire, and lost updates, checked independently: every
@@ -22,11 +27,21 @@ import os
 import time
 import warnings
 
-from bench.harness import Check, Context, Ratio, Section, alternate, main, rate, run_processes
+from bench.harness import (
+    Check,
+    Context,
+    Ratio,
+    Samples,
+    Section,
+    alternate,
+    main,
+    run_processes,
+)
+from bench.paired import interleaved
 
 PROCESSES = 4
 INCREMENTS = 500
-SLICE, SLICES = 0.3, 5  # uncontended: seconds per measurement, rounds per repetition
+ROUND, ROUNDS = 2.0, 2  # uncontended: seconds per round, rounds per repetition
 TTL = 10  # seconds; long enough for any wait in a run, so no lock expires under load
 COUNTER, DONE = "bench:counter", "bench:done"
 
@@ -83,15 +98,19 @@ def uncontended(ctx: Context) -> Section:
     for label in LABELS:
         acquire, release = make_lock(label, client, f"u-{label}")
 
-        def pair(acquire=acquire, release=release) -> None:
+        def pair(_number: int, acquire=acquire, release=release) -> None:
             acquire()
             release()
 
-        pairs[label] = lambda pair=pair: rate(pair, ctx.seconds(SLICE))
+        pairs[label] = pair
     floor = script_floor(client)
-    pairs["floor"] = lambda: rate(floor, ctx.seconds(SLICE))
-    # Many short slices in turn: each ratio compares runs a fraction of a second apart.
-    samples = alternate(pairs, ctx.repetitions * SLICES, warmup=True)
+    pairs["floor"] = lambda _number: floor()
+    pottery = {"pottery": pairs.pop("pottery")}
+    rounds = []
+    for _ in range(ctx.repetitions * ROUNDS):
+        rounds += interleaved(pairs, ctx.seconds(ROUND), 1).rounds
+        rounds[-1].update(interleaved(pottery, ctx.seconds(ROUND) / 4, 1).rounds[0])
+    samples = Samples(rounds)
     names = {**LABELS, "floor": "floor: the 2 scripts, bare"}
     rows = [
         [
@@ -120,8 +139,10 @@ def uncontended(ctx: Context) -> Section:
             ),
         ],
         notes=[
-            f"{ctx.repetitions * SLICES} rounds of {SLICE:g} s per variant, variants taking "
-            "turns; figures are medians, range = min..max of the rounds",
+            f"{ctx.repetitions * ROUNDS} rounds of {ctx.seconds(ROUND):g} s; in each, the "
+            "variants take turns pair by pair and a figure is 1 / the median time of a pair; "
+            "range = min..max of the rounds; pottery in its own window after each round "
+            "(its thread pool slows the call after it)",
             "redisparts also draws a fencing token (INCR) in its acquire script",
             "floor: redisparts' two scripts sent with execute_command and nothing else, "
             "the fastest any acquire + release of two round trips can be from redis-py",

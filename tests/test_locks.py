@@ -109,6 +109,28 @@ def test_try_acquire_makes_one_attempt(redis_client):
     assert counting.commands == ["EVALSHA"]
 
 
+def test_failed_attempts_leave_no_token_and_the_next_holding_owns_the_lock(redis_client):
+    holder = Lock("reports", ttl=2, timeout=1)
+    holder.acquire()
+    poller = Lock("reports", ttl=2, timeout=0.05)
+    assert poller.try_acquire() is None
+    with pytest.raises(LockTimeout):
+        poller.acquire()
+    assert poller.try_acquire() is None
+    assert poller.token is None
+    assert not poller.held
+    assert redis_client.get(holder.owner_key) == holder.token.encode()
+    holder.release()
+    assert poller.try_acquire() == 2
+    assert redis_client.get(poller.owner_key) == poller.token.encode()
+    first = poller.token
+    poller.release()
+    # A token that once held the lock is never used again.
+    assert poller.try_acquire() == 3
+    assert poller.token not in (first, holder.token)
+    poller.release()
+
+
 def test_expired_holder_cannot_release_or_extend_the_new_holders_lock(redis_client):
     old = Lock("reports", ttl=0.5, timeout=1)
     old.acquire()

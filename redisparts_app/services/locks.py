@@ -121,6 +121,9 @@ class Lock:
         self.on_lost = on_lost
         self.clock = clock
         self._lease: Lease | None = None
+        # A lease whose attempts all failed: its token never reached Redis, so the next
+        # attempt may use it again instead of drawing a new one (cheaper polling).
+        self._unused: Lease | None = None
 
     def __repr__(self) -> str:
         state = f"held, fence {self.fence}" if self.held else "not held"
@@ -168,13 +171,17 @@ class Lock:
         wait = self.timeout if timeout is None else validate_seconds(timeout, "lock timeout")
         lease = self._new_lease()
         if not lease.acquire(wait):
+            self._unused = lease
             raise LockTimeout(self.name, wait)
         return self._started(lease)
 
     def try_acquire(self) -> int | None:
         """Make one attempt without waiting; return the fence, or None when it is held."""
         lease = self._new_lease()
-        return self._started(lease) if lease.try_acquire() else None
+        if lease.try_acquire():
+            return self._started(lease)
+        self._unused = lease
+        return None
 
     def extend(self, ttl: float | None = None) -> None:
         """Reset the lock's TTL to ``ttl`` seconds (default: its ttl) from now.
@@ -192,6 +199,9 @@ class Lock:
     def _new_lease(self) -> Lease:
         if self.held:
             raise RuntimeError(f"lock {self.name!r} is already held by this object")
+        if self._unused is not None:
+            lease, self._unused = self._unused, None
+            return lease
         on_lost = None if self.on_lost is None else (lambda _lease: self.on_lost(self))
         return Lease(
             self.owner_key,
