@@ -182,7 +182,7 @@ STATIC_URL = "static/"
 STATIC_ROOT = Path(os.environ.get("DJANGO_STATIC_ROOT", VAR_DIR / "static"))
 if not DEBUG:
     # whitenoise serves what `manage.py collectstatic` gathered: hashed names that browsers
-    # cache for a year, with compressed copies.
+    # may cache for good, with compressed copies.
     MIDDLEWARE.insert(
         MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
         "whitenoise.middleware.WhiteNoiseMiddleware",
