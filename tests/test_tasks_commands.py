@@ -29,6 +29,13 @@ def test_burst_runs_every_queued_task_then_exits(redis_client):
     assert redis_client.lrange(ORDER, 0, -1) == [b"t0", b"t1", b"t2"]
 
 
+def test_batch_one_runs_tasks_one_by_one_in_order(redis_client):
+    for n in range(3):
+        record.enqueue(f"t{n}")
+    assert "Ran 3 task(s)." in run("rp_worker", "default", "--burst", "--batch", "1")
+    assert redis_client.lrange(ORDER, 0, -1) == [b"t0", b"t1", b"t2"]
+
+
 def test_max_tasks_exits_after_that_many(redis_client):
     for n in range(5):
         record.enqueue(f"t{n}")
@@ -54,6 +61,8 @@ def test_queues_are_taken_in_the_order_given(redis_client):
         (["a", "a", "--burst"], "repeat"),
         (["--lease", "0", "--burst"], "lease"),
         (["--lease", "nan", "--burst"], "lease"),
+        (["--batch", "0", "--burst"], "batch must be a whole number from 1 to 500"),
+        (["--batch", "501", "--burst"], "batch must be"),
         (["--group", "g{1}", "--burst"], "queue group"),
         (["--import", "no.such.module", "--burst"], "cannot import 'no.such.module'"),
     ],
