@@ -3,23 +3,22 @@
 -- KEYS[2i-1] members zset of chat i: user -> last seen id (rp:chat:{id}:members)
 -- KEYS[2i]   messages zset of chat i (rp:chat:{id}:msgs)
 -- ARGV[1] user   ARGV[2] most messages to take per chat
--- Returns one reply per chat, in KEYS order: {position, json1, json2, ...} with the
--- member's new position (the last id taken, or the old position when nothing was
--- pending); {-1} when the user is not a member, {-2} when the chat does not exist.
+-- Returns one flat array: for each chat, in KEYS order, the number of messages taken
+-- (-1 when the user is not a member, -2 when the chat does not exist), then the JSON
+-- of every message taken, chat after chat, joined by ',' (a JSON array's body). Flat
+-- and joined because a reply holding one array per chat costs far more to deliver.
 -- On a Redis Cluster the chats of one call share a slot; on one server any chats do.
 local user, limit = ARGV[1], tonumber(ARGV[2])
-local replies = {}
+local counts, taken = {}, {}
 for k = 1, #KEYS, 2 do
   local members, msgs = KEYS[k], KEYS[k + 1]
   local seen = redis.call('zscore', members, user)
-  local out
   if not seen then
-    out = {redis.call('exists', members) == 0 and -2 or -1}
+    counts[#counts + 1] = redis.call('exists', members) == 0 and -2 or -1
   else
-    out = redis.call('zrangebyscore', msgs, '(' .. seen, '+inf', 'LIMIT', 0, limit)
-    if #out == 0 then
-      out[1] = tonumber(seen)
-    else
+    local out = redis.call('zrangebyscore', msgs, '(' .. seen, '+inf', 'LIMIT', 0, limit)
+    counts[#counts + 1] = #out
+    if #out > 0 then
       -- chat_send and chat_create write every message as '{"id":<id>,...'.
       local last = tonumber(string.match(out[#out], '^{"id":(%d+)'))
       -- Messages up to the lowest position are deleted already (by every fetch or leave
@@ -30,9 +29,9 @@ for k = 1, #KEYS, 2 do
         local lowest = redis.call('zrange', members, 0, 0, 'WITHSCORES')
         redis.call('zremrangebyscore', msgs, '-inf', lowest[2])
       end
-      table.insert(out, 1, last)
+      taken[#taken + 1] = table.concat(out, ',')
     end
   end
-  replies[#replies + 1] = out
 end
-return replies
+counts[#counts + 1] = table.concat(taken, ',')
+return counts

@@ -160,18 +160,19 @@ def fetch_pending_messages(
     limit = _fetch_limit()
     calls = [([k for chat in group for k in read_keys[chat]], [user, limit]) for group in groups]
     chats = [chat for group in groups for chat in group]
-    replies = [reply for group in _pipelined_script(client, "chat_fetch", calls) for reply in group]
-    gone: list[str] = []
-    pending: list[tuple[str, int]] = []  # (chat, messages taken), in reply order
-    for chat, reply in zip(chats, replies, strict=True):
-        if reply[0] < 0:
-            gone.append(chat)  # left or deleted since: the seen entry is stale
-        elif len(reply) > 1:
-            pending.append((chat, len(reply) - 1))
-    if gone:
+    # Each group's reply: the count taken per chat (or a negative code), then the
+    # messages taken, joined.
+    replies = _pipelined_script(client, "chat_fetch", calls)
+    counts = [count for reply in replies for count in reply[:-1]]
+    gone = [chat for chat, count in zip(chats, counts, strict=True) if count < 0]
+    if gone:  # left or deleted since: the seen entries are stale
         client.zrem(key, *gone)
-    messages = iter(_decode([m for reply in replies for m in reply[1:]]))
-    return [(chat, list(itertools.islice(messages, count))) for chat, count in pending]
+    messages = iter(_decode([reply[-1] for reply in replies if reply[-1]]))
+    return [
+        (chat, list(itertools.islice(messages, count)))
+        for chat, count in zip(chats, counts, strict=True)
+        if count > 0
+    ]
 
 
 def fetch_chat_messages(
@@ -182,11 +183,11 @@ def fetch_chat_messages(
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
     keys = chat_keys(chat_id)
-    [reply] = lua.script(client, "chat_fetch")(
+    count, joined = lua.script(client, "chat_fetch")(
         keys=[keys["members"], keys["msgs"]], args=[user, _fetch_limit()]
     )
-    _raise_for(reply[0], chat_id, user)
-    return _decode(reply[1:])
+    _raise_for(count, chat_id, user)
+    return _decode([joined] if joined else [])
 
 
 def read_history(
@@ -293,6 +294,7 @@ _decode_json = json.JSONDecoder().decode
 
 
 def _decode(encoded: list[bytes]) -> list[ChatMessage]:
+    # ``encoded``: JSON messages, or runs of them already joined by ",".
     # One JSON array for all the messages: one decoder call rather than one each.
     # They are stored as UTF-8: decoding first skips json.loads' encoding sniffing.
     if not encoded:
