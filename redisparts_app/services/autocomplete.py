@@ -433,12 +433,19 @@ class AddressBook:
 
 def _distinct_names(members: list[bytes], limit: int) -> list[str]:
     """Return the first ``limit`` distinct names of index entries, skipping sentinels."""
-    # dict.fromkeys keeps first places. Each entry holds one NUL and no name starts or
-    # ends with one, so without sentinels (another lookup's, or a killed one's) the
-    # names are every second part of the entries joined by NUL, decoded at once.
-    joined = b"\x00".join(members)
-    if SENTINEL_MARK not in joined:
-        return list(dict.fromkeys(joined.decode().split("\x00")[1::2]))[:limit]
+    # Each entry holds one NUL and no name starts or ends with one, so without sentinels
+    # (another lookup's, or a killed one's) the names are every second part of the
+    # entries joined by NUL, decoded at once. A sentinel's two NULs add a part, and an
+    # end sentinel's 0xFF is no UTF-8.
+    try:
+        parts = b"\x00".join(members).decode().split("\x00")
+    except UnicodeDecodeError:
+        parts = []
+    if len(parts) == 2 * len(members):
+        names = parts[1::2]
+        if len(set(names)) == len(names):
+            return names[:limit]
+        return list(dict.fromkeys(names))[:limit]  # keeps first places
     # A sentinel leaves "\0<token>" after its first NUL, and no name starts with NUL.
     names = dict.fromkeys([m.partition(b"\x00")[2] for m in members])
     return [name.decode() for name in names if name[:1] != b"\x00"][:limit]
