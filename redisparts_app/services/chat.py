@@ -67,11 +67,14 @@ def chat_keys(chat_id: str) -> dict[str, str]:
     return {role: make_key(COMPONENT, chat_id, role) for role in ("members", "msgs", "ids")}
 
 
-def _read_keys(chat_id: str) -> list[str]:
-    # The members and messages keys, which the fetch and read scripts take; built
-    # alone because a fetch across many chats builds them for every chat.
-    base = make_key(COMPONENT, chat_id)
-    return [f"{base}:members", f"{base}:msgs"]
+def _read_keys(*chat_ids: str) -> list[str]:
+    # The members and messages keys of each chat, which the fetch and read scripts
+    # take; built alone because a fetch across many chats builds them for every chat.
+    keys = []
+    for chat_id in chat_ids:
+        base = make_key(COMPONENT, chat_id)
+        keys += (f"{base}:members", f"{base}:msgs")
+    return keys
 
 
 def seen_key(user: str) -> str:
@@ -155,10 +158,9 @@ def fetch_pending_messages(
         return []
     # One script takes many chats: every chat on a single server; on a Redis Cluster
     # the chats of one slot, each node's scripts sent in one pipeline.
-    read_keys = {chat: _read_keys(chat) for chat in chats}
-    groups = by_slot(client, chats, lambda chat: read_keys[chat][0])
+    groups = by_slot(client, chats, lambda chat: make_key(COMPONENT, chat))  # the chat's slot
     limit = _fetch_limit()
-    calls = [([k for chat in group for k in read_keys[chat]], [user, limit]) for group in groups]
+    calls = [(_read_keys(*group), [user, limit]) for group in groups]
     chats = [chat for group in groups for chat in group]
     # Each group's reply: the count taken per chat (or a negative code), then the
     # messages taken, joined.
