@@ -1,16 +1,25 @@
 """Semaphores: redisparts' fair semaphore against the book's basic, fair and locked versions.
 
 The book's versions (Redis in Action 6.3) are re-implemented faithfully, race included
-(same steps and pipelines, current redis-py API). Two sections, on the TCP loopback server:
+(same steps and pipelines, current redis-py API; the locked version's acquire_lock retries
+SETNX with 1 ms sleeps, as in the book). Three sections, on the TCP loopback server:
 
 - single process: acquire + release pairs per second, no contention;
-- contended: 8 processes share a semaphore of limit 3 for 5 s. Each loops: acquire; when
-  in, count itself in with INCR on a separate key (a script also keeps the highest count
-  seen: the independent check of the limit), hold 5 ms, DECR, release. The book's callers
-  retry after 1 ms when refused; redisparts' wait in ``acquire(wait=...)`` (BLPOP on the
-  wake-up list its release pushes to). One holder slot can serve at most 1000/5 = 200
-  acquisitions/s (3 x 200 = 600/s in all); the "limit" row measures what the machine
-  really allows in the same run: 3 processes doing the same loop with no semaphore.
+- contended, no hold: 8 processes share a semaphore of limit 3 for 2.5 s. Each loops:
+  acquire; when in, count itself in with INCR on a separate key (a script also keeps the
+  highest count seen: the independent check of the limit), DECR, release. Nothing sleeps
+  while holding, so acquisitions/s measures the semaphores themselves, the book's locked
+  version paying for its lock; the issue's target (redisparts fair at least 2x the book's
+  fair + lock in acquisitions/s) applies here;
+- contended, 5 ms hold: the same loop, but each holder sleeps 5 ms before DECR: the
+  realistic-hold view. One holder slot then serves at most 1000/5 = 200 acquisitions/s
+  (3 x 200 = 600/s in all), so every variant is capped by the hold and its ratios carry no
+  target; they show how close each variant comes to the cap.
+
+When refused, the book's callers retry after 1 ms; redisparts' wait in
+``acquire(wait=...)`` (BLPOP on the wake-up list its release pushes to). In both contended
+sections the "limit" row measures what the machine really allows in the same run: 3
+processes doing the same loop with no semaphore.
 
     .venv/bin/python -m bench.semaphores [--quick] [--repetitions 3]
 """
@@ -27,7 +36,7 @@ from bench.paired import interleaved
 
 PROCESSES = 8
 LIMIT = 3
-HOLD = 0.005  # seconds a holder keeps its permit in the contended run
+HOLD = 0.005  # seconds a holder keeps its permit in the realistic-hold run
 ENTER_LUA = """
 local n = redis.call('INCR', KEYS[1])
 if n > tonumber(redis.call('GET', KEYS[2]) or '0') then
@@ -198,7 +207,7 @@ def single_process(ctx: Context) -> Section:
     )
 
 
-def contend_worker(url: str, label: str, seconds: float) -> tuple[float, float, int]:
+def contend_worker(url: str, label: str, seconds: float, hold: float) -> tuple[float, float, int]:
     conn = redis.Redis.from_url(url)
     enter = conn.register_script(ENTER_LUA)
     acquire, release = contender(conn, label, LIMIT, wait=1.0)
@@ -212,17 +221,18 @@ def contend_worker(url: str, label: str, seconds: float) -> tuple[float, float, 
             time.sleep(0.001)  # the book's callers retry after 1 ms
             continue
         enter(keys=[ACTIVE, HIGHEST])
-        time.sleep(HOLD)
+        if hold:
+            time.sleep(hold)
         conn.decr(ACTIVE)
         release(identifier)
         entries += 1
     return started, time.perf_counter(), entries
 
 
-def contended_run(ctx: Context, label: str, seconds: float) -> dict[str, float]:
+def contended_run(ctx: Context, label: str, seconds: float, hold: float) -> dict[str, float]:
     client = ctx.client()
     processes = LIMIT if label == LIMIT_LABEL else PROCESSES
-    results = run_processes(contend_worker, [(ctx.url(), label, seconds)] * processes)
+    results = run_processes(contend_worker, [(ctx.url(), label, seconds, hold)] * processes)
     # From the first process's start to the last one's end: process start-up is left out.
     elapsed = max(end for _, end, _ in results) - min(start for start, _, _ in results)
     entries = [count for _, _, count in results]
@@ -234,11 +244,12 @@ def contended_run(ctx: Context, label: str, seconds: float) -> dict[str, float]:
     }
 
 
-def contended(ctx: Context) -> Section:
-    seconds = ctx.seconds(5.0, quick=1.0)
+def contended(ctx: Context, hold: float) -> Section:
+    """The contended table; with no ``hold`` the 2x target applies, with one it is capped."""
+    seconds = ctx.seconds(5.0 if hold else 2.5, quick=1.0 if hold else 0.5)
     names = {**LABELS, LIMIT_LABEL: f"limit: {LIMIT} processes, no semaphore"}
     samples = alternate(
-        {label: (lambda label=label: contended_run(ctx, label, seconds)) for label in names},
+        {label: (lambda label=label: contended_run(ctx, label, seconds, hold)) for label in names},
         ctx.repetitions,
     )
     highest = {label: max(samples.values(label, "highest")) for label in names}
@@ -253,18 +264,35 @@ def contended(ctx: Context) -> Section:
         ]
         for label in names
     ]
+    if hold:
+        held = f"permit held {hold * 1000:g} ms"
+        cap = f", capped by the hold at {LIMIT} x {1 / hold:g}/s"
+        notes = [
+            f"each holder sleeps {hold * 1000:g} ms: the realistic-hold view. Every variant "
+            f"is capped by the hold ({LIMIT} slots x {1 / hold:g}/s = {LIMIT / hold:g}/s), "
+            "so these ratios measure sleeping as much as the semaphores and carry no "
+            "target; the 2x target applies to the no-hold table"
+        ]
+    else:
+        held = "no hold"
+        cap = ""
+        notes = [
+            "nothing sleeps while holding: acquisitions/s measures the semaphores "
+            "themselves (the book's locked version pays its lock, SETNX retried every "
+            "1 ms); the issue's 2x target applies here"
+        ]
     return Section(
         title=(
             f"Semaphores, contended: {PROCESSES} processes, limit {LIMIT}, {seconds:g} s, "
-            f"permit held {HOLD * 1000:g} ms (TCP loopback)"
+            f"{held} (TCP loopback)"
         ),
         columns=["semaphore", "acquisitions/s", "range", "most holders", "limit", "per process"],
         rows=rows,
         ratios=[
             Ratio(
-                "redisparts fair / book fair + lock, acquisitions/s",
+                f"redisparts fair / book fair + lock, acquisitions/s{cap}",
                 samples.ratio("redisparts fair", "book fair + lock", "acquisitions_per_s"),
-                2.0,
+                None if hold else 2.0,
             ),
             Ratio(
                 f"redisparts fair / limit ({LIMIT} processes always in, same run)",
@@ -277,12 +305,13 @@ def contended(ctx: Context) -> Section:
         ],
         checks=[
             Check(
-                "redisparts fair: never above the limit",
+                f"redisparts fair, {held}: never above the limit",
                 highest["redisparts fair"] <= LIMIT,
                 f"most holders seen {highest['redisparts fair']} of {LIMIT}",
             )
         ],
         notes=[
+            *notes,
             f"median of {ctx.repetitions} rounds, variants alternating; most holders = "
             "highest of all rounds, counted by a script outside the semaphore",
             "the book's basic and fair versions are expected to break the limit: "
@@ -292,7 +321,7 @@ def contended(ctx: Context) -> Section:
 
 
 def run(ctx: Context) -> list[Section]:
-    return [single_process(ctx), contended(ctx)]
+    return [single_process(ctx), contended(ctx, hold=0.0), contended(ctx, hold=HOLD)]
 
 
 if __name__ == "__main__":
