@@ -139,7 +139,7 @@ def transport_section(ctx: Context, transport: str) -> Section:
         )
         if have_benchmark:
             target = None if label in REDIS_PY else TARGET
-            ratios.append(Ratio(f"{label} / redis-benchmark -c 1", ratio, target))
+            ratios.append(Ratio(f"{label} / redis-benchmark -c 1, {transport}", ratio, target))
     notes = [
         f"{ctx.repetitions * SLICES} rounds of about {seconds:g} s per variant, Python and "
         "redis-benchmark taking turns; figures and ratios are medians of the rounds"
