@@ -95,10 +95,14 @@ class Ratio:
             return False
         return self.value <= self.target if self.at_most else self.value >= self.target
 
-    def describe(self) -> str:
+    @property
+    def figure(self) -> str:
         # A value just under its target would print as the target itself at two decimals.
         close_miss = self.met is False and round(self.value, 2) == self.target
-        text = f"{self.label}: {self.value:.{3 if close_miss else 2}f}x"
+        return f"{self.value:.{3 if close_miss else 2}f}x"
+
+    def describe(self) -> str:
+        text = f"{self.label}: {self.figure}"
         if self.target is not None:
             sign = "<=" if self.at_most else ">="
             text += f"  (target {sign} {self.target:g}x: {'met' if self.met else 'MISSED'})"

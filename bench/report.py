@@ -35,10 +35,11 @@ def summary(report: dict) -> str:
             section = Section.from_json(data)
             for ratio in section.ratios:
                 if ratio.target is not None:
-                    figure = ratio.describe().partition("  (")[0].removeprefix(ratio.label + ": ")
                     target = f"{'<=' if ratio.at_most else '>='} {ratio.target:g}x"
                     outcome = "met" if ratio.met else "MISSED"
-                    lines.append(f"| {name} | {ratio.label} | {figure} | {target} | {outcome} |")
+                    lines.append(
+                        f"| {name} | {ratio.label} | {ratio.figure} | {target} | {outcome} |"
+                    )
             for check in section.checks:
                 outcome = "ok" if check.ok else "FAILED"
                 lines.append(f"| {name} | {check.label} | {check.detail} | | {outcome} |")
