@@ -227,9 +227,9 @@ def lock_figures(names: Iterable[str] | None = None, *, client: Any = None) -> L
     names = sorted(names)
     ttls = _pipelined(client, names, lambda pipe, name: pipe.pttl(make_key("lock", name, "owner")))
     # PTTL: -2 the key is gone (released meanwhile), -1 it has no TTL.
-    held = [name for name, ttl in zip(names, ttls, strict=True) if ttl != -2]
+    held = sum(ttl != -2 for ttl in ttls)
     without = [name for name, ttl in zip(names, ttls, strict=True) if ttl == -1]
-    return LockFigures(held=len(held), without_ttl=without)
+    return LockFigures(held=held, without_ttl=without)
 
 
 def lock_problems(figures: LockFigures) -> list[str]:
