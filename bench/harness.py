@@ -325,7 +325,7 @@ def machine_facts() -> dict[str, Any]:
     """Return the date and the facts that figures depend on: CPU, cores, versions."""
     import redis
 
-    from redisparts_app.server import find_redis_server, server_version
+    from redisparts_app.embedded import find_redis_server, server_version
 
     cpu = platform.processor() or "unknown"
     try:

@@ -2,7 +2,7 @@
 
 Listers/buyers 1/1, 5/1 and 5/5 processes; the four strategies run in turn
 within each load on a redis-server of their own (each run starts from an empty
-database). See ``redisparts_app/market_load.py`` for the workload and the
+database). See ``bench/market_load.py`` for the workload and the
 invariant checks; ``manage.py rp_bench_market`` prints the same table.
 
     .venv/bin/python -m bench.market [--quick]
@@ -12,7 +12,7 @@ from bench.harness import Check, Ratio, Section, main
 
 
 def run(ctx) -> list[Section]:
-    from redisparts_app import market_load
+    from bench import market_load
 
     seconds = ctx.seconds(2.0, 0.5)
     rows = market_load.run_table(seconds, ctx.repetitions, url=ctx.url("tcp"))

@@ -50,8 +50,8 @@ def _timed(function) -> float:
 def run(ctx) -> list[Section]:
     from django.test import override_settings
 
-    from redisparts_app.health import redisparts_checks
-    from redisparts_app.metrics import RedispartsCollector
+    from redisparts_app.monitoring.health import redisparts_checks
+    from redisparts_app.monitoring.metrics import RedispartsCollector
 
     settings = {"KEY_PREFIX": "bench", "CONNECTIONS": {"default": ctx.url("unix")}}
     client = ctx.client("unix")

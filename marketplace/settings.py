@@ -86,9 +86,9 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "marketplace.middleware.RequestCounterMiddleware",
     "redisparts_app.middleware.RedisUnavailableMiddleware",
-    "redisparts_app.maintenance.MaintenanceMiddleware",
+    "redisparts_app.middleware.MaintenanceMiddleware",
     "redisparts_app.middleware.PresenceMiddleware",
-    "redisparts_app.timing.ResponseTimeMiddleware",
+    "redisparts_app.middleware.ResponseTimeMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 

@@ -23,6 +23,6 @@ urlpatterns = [
     path("admin/login/", login_rate_limited(admin.site.login)),
     path("admin/", admin.site.urls),
     # /metrics and /health/: staff or REDISPARTS["METRICS_TOKEN"] only.
-    path("", include("redisparts_app.urls")),
+    path("", include("redisparts_app.monitoring.urls")),
     path("", include("marketplace.social.urls")),
 ]

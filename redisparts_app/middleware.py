@@ -1,15 +1,43 @@
-"""Request middleware: a friendly 503 page instead of a traceback when Redis is
-unreachable, and presence recording for signed-in users."""
+"""Request middleware of the app; add what you use to ``MIDDLEWARE``, in this order::
+
+    MIDDLEWARE = [
+        ...,  # after AuthenticationMiddleware
+        "redisparts_app.middleware.RedisUnavailableMiddleware",
+        "redisparts_app.middleware.MaintenanceMiddleware",
+        "redisparts_app.middleware.PresenceMiddleware",
+        "redisparts_app.middleware.ResponseTimeMiddleware",
+    ]
+
+- ``RedisUnavailableMiddleware``: a friendly 503 page instead of a traceback when a view
+  cannot reach Redis.
+- ``MaintenanceMiddleware``: the maintenance page while the maintenance flag is set.
+- ``PresenceMiddleware``: records signed-in users' activity (who is online).
+- ``ResponseTimeMiddleware``: each view's response time in the hourly statistics.
+"""
 
 import logging
+import time
 
 import redis
 from django.template.response import TemplateResponse
 
-from .exceptions import InvalidKeyPart
+from .conf import app_settings
+from .exceptions import InvalidKeyPart, InvalidStatistic
+from .services.config import maintenance_status
 from .services.presence import DEFAULT_DEVICE, record_activity
+from .services.stats import record_access_time, stats_context
+
+__all__ = [
+    "MaintenanceMiddleware",
+    "PresenceMiddleware",
+    "RedisUnavailableMiddleware",
+    "ResponseTimeMiddleware",
+]
 
 logger = logging.getLogger("redisparts")
+stats_logger = logging.getLogger("redisparts.stats")
+
+MAINTENANCE_TEMPLATES = ["maintenance.html", "redisparts_app/maintenance.html"]
 
 
 class RedisUnavailableMiddleware:
@@ -61,3 +89,77 @@ class PresenceMiddleware:
             logger.debug("presence not recorded: %s", exc)
         except redis.RedisError as exc:
             logger.warning("presence of %s not recorded: %s", username, exc)
+
+
+class MaintenanceMiddleware:
+    """Answer everyone but staff with the maintenance page while the flag is set.
+
+    Add ``redisparts_app.middleware.MaintenanceMiddleware`` after Django's
+    ``AuthenticationMiddleware``. Staff users and paths starting with one of
+    ``REDISPARTS["MAINTENANCE_EXEMPT_PATHS"]`` (the admin by default, so staff can
+    log in and clear the flag) get the normal page. The flag is read through
+    ``services.config.maintenance_status``, so Redis sees at most one read a second
+    per process. If Redis cannot be reached the request goes on: the flag cannot be
+    read, and a view that needs Redis answers the 503 of RedisUnavailableMiddleware.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if not request.path.startswith(tuple(app_settings.MAINTENANCE_EXEMPT_PATHS)):
+            try:
+                status = maintenance_status()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                logger.warning("maintenance flag unreadable, serving normally: %s", exc)
+                status = None
+            user = getattr(request, "user", None)
+            if status is not None and not getattr(user, "is_staff", False):
+                response = TemplateResponse(
+                    request, MAINTENANCE_TEMPLATES, {"maintenance": status}, status=503
+                )
+                response["Retry-After"] = str(status.retry_after)
+                return response.render()
+        return self.get_response(request)
+
+
+class ResponseTimeMiddleware:
+    """Time each resolved request and record it per view; never turns a response into an error.
+
+    Add after the middleware that may answer early, so the time covers the view::
+
+        MIDDLEWARE = [..., "redisparts_app.middleware.RedisUnavailableMiddleware",
+                      "redisparts_app.middleware.ResponseTimeMiddleware"]
+
+    The view name is ``request.resolver_match.view_name`` (``"shop:cart"``, or the dotted path
+    of an unnamed view) with ``:`` written as ``.``; requests that resolve to no view (404s
+    from the URL resolver) are not recorded. Times are seconds, measured with
+    ``time.perf_counter`` around the rest of the middleware chain and the view, and stored by
+    ``services.stats.record_access_time`` (keys rp:stats:{<view>}:access_time and
+    rp:stats_rank:{access_time}:slowest). A Redis failure while recording is logged at
+    WARNING and the response goes out unchanged; with Redis unreachable each request waits at
+    most the client's connect timeout.
+    """
+
+    # Seconds from an arbitrary origin; a subclass may swap it (tests step it by hand).
+    timer = staticmethod(time.perf_counter)
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        start = self.timer()
+        response = self.get_response(request)
+        elapsed = self.timer() - start
+        match = getattr(request, "resolver_match", None)
+        if match is not None:
+            self.record(match.view_name.replace(":", "."), elapsed)
+        return response
+
+    def record(self, view: str, seconds: float) -> None:
+        try:
+            record_access_time(stats_context(view), seconds)
+        except InvalidStatistic as exc:
+            stats_logger.debug("response time not recorded: %s", exc)
+        except redis.RedisError as exc:
+            stats_logger.warning("response time of %s not recorded: %s", view, exc)

@@ -16,7 +16,7 @@ from redisparts_app.exceptions import (
     NotChatMember,
 )
 from redisparts_app.keys import scan_keys, slot_of
-from redisparts_app.services import overview
+from redisparts_app.services import listings
 from redisparts_app.services.chat import (
     chat_keys,
     chat_members,
@@ -343,7 +343,7 @@ def test_admin_chat_pages_walk_every_node(redis_client):
     assert len(primaries) == (3 if isinstance(redis_client, RedisCluster) else 1)
     found, cursor = [], 0
     while True:
-        page = overview.chat_page(cursor, count=7)
+        page = listings.chat_page(cursor, count=7)
         found += page.names
         cursor = page.cursor
         if cursor == 0:

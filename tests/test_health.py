@@ -20,14 +20,14 @@ from django.test import override_settings
 from health_check.exceptions import ServiceUnavailable
 from prometheus_client.parser import text_string_to_metric_families
 
-from redisparts_app.health import (
+from redisparts_app.monitoring.health import (
     ExpiredLeases,
     LocksWithoutTTL,
     QueueBacklog,
     RedisReachable,
     ReplicationLag,
 )
-from redisparts_app.services import chat, config, counters, health
+from redisparts_app.services import chat, config, counters, figures
 from redisparts_app.services.locks import Lock, lock_keys
 from redisparts_app.services.semaphores import FairSemaphore, Semaphore
 from redisparts_app.services.tasks import Scheduler, TaskQueue, Worker, enqueue
@@ -88,7 +88,7 @@ def test_backlog_of_a_delayed_task_counts_from_its_due_time():
     enqueue("tests.record", args=["later"], delay=1.5, on_commit=False)
     time.sleep(1.6)
     Scheduler(reap=False).run(burst=True)
-    [group] = health.queue_figures(groups=["default"])
+    [group] = figures.queue_figures(groups=["default"])
     [queue] = group.queues
     assert queue.ready == 1
     # Enqueued 1.6 s ago, but ready for about 0.1 s: within the 1 s limit.
@@ -102,7 +102,7 @@ def test_backlog_of_a_retry_counts_from_the_end_of_its_back_off():
     assert Worker(["default"]).run(burst=True) == 1  # raised: retried in 1 s
     time.sleep(1.3)
     Scheduler(reap=False).run(burst=True)
-    [group] = health.queue_figures(groups=["default"])
+    [group] = figures.queue_figures(groups=["default"])
     assert group.queues[0].ready == 1
     assert 0 <= group.queues[0].oldest_age < 0.9
 
@@ -115,7 +115,7 @@ def test_expired_lease_check_fails_for_an_unacknowledged_claim_until_it_is_reape
     assert record["id"] == task_id
     ExpiredLeases().run()  # the lease still runs
     time.sleep(0.7)
-    [group] = health.queue_figures(groups=["default"])
+    [group] = figures.queue_figures(groups=["default"])
     assert (group.inflight, group.expired) == (1, 1)
     assert group.most_overdue >= 0.3
     message = failure(ExpiredLeases())
@@ -131,7 +131,7 @@ def test_lock_without_ttl_fails_the_lock_check():
     other = Lock("import", ttl=30)
     other.acquire()
     LocksWithoutTTL().run()
-    assert health.lock_figures() == health.LockFigures(held=2, without_ttl=[])
+    assert figures.lock_figures() == figures.LockFigures(held=2, without_ttl=[])
     # Code outside services.locks making the owner key permanent (PERSIST).
     assert held.client.persist(lock_keys("export")[0])
     message = failure(LocksWithoutTTL())
@@ -194,7 +194,7 @@ def test_replication_check_fails_while_a_replica_is_stopped(redis_server_factory
 
 
 def test_replica_lags_cover_every_node(redis_backend):
-    lags = health.replica_lags()
+    lags = figures.replica_lags()
     if redis_backend == "cluster":
         # 3 masters with a replica each; the replicas' own statuses list none.
         assert len(lags) == 3
@@ -388,8 +388,8 @@ settings.configure(
                         "LOCATION": "redis://127.0.0.1:1/0"}},
 )
 django.setup()
-import redisparts_app.admin, redisparts_app.services.health
-for module in ("redisparts_app.health", "redisparts_app.metrics"):
+import redisparts_app.admin, redisparts_app.services.figures
+for module in ("redisparts_app.monitoring.health", "redisparts_app.monitoring.metrics"):
     try:
         __import__(module)
     except Exception as exc:
@@ -400,8 +400,8 @@ for module in ("redisparts_app.health", "redisparts_app.metrics"):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "ImproperlyConfigured redisparts_app.health needs django-health-check: "
+        "ImproperlyConfigured redisparts_app.monitoring.health needs django-health-check: "
         "pip install 'redisparts[monitoring]'",
-        "ImproperlyConfigured redisparts_app.metrics needs prometheus_client: "
+        "ImproperlyConfigured redisparts_app.monitoring.metrics needs prometheus_client: "
         "pip install 'redisparts[monitoring]'",
     ]

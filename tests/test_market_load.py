@@ -5,7 +5,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from redisparts_app import market_load
+from bench import market_load
 from redisparts_app.services import market
 
 

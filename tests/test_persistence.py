@@ -18,8 +18,8 @@ from redisparts_app.exceptions import (
     LogProgressConflict,
     ReplicationTimeout,
 )
+from redisparts_app.services.log_processing import LogProcessor
 from redisparts_app.services.persistence import (
-    LogProcessor,
     backup,
     node_statuses,
     server_status,

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import InvalidStatistic
 from redisparts_app.keys import scan_keys, slot_of
+from redisparts_app.middleware import ResponseTimeMiddleware
 from redisparts_app.services.counters import (
     clean_counters,
     counter_key,
@@ -28,7 +29,6 @@ from redisparts_app.services.stats import (
     stats_key,
     update_stats,
 )
-from redisparts_app.timing import ResponseTimeMiddleware
 from tests.processes import run_in_processes
 
 pytestmark = pytest.mark.cluster
@@ -228,7 +228,7 @@ urlpatterns = [
 ]
 MIDDLEWARE = [
     "redisparts_app.middleware.RedisUnavailableMiddleware",
-    "redisparts_app.timing.ResponseTimeMiddleware",
+    "redisparts_app.middleware.ResponseTimeMiddleware",
 ]
 timed = override_settings(ROOT_URLCONF=__name__, MIDDLEWARE=MIDDLEWARE)
 

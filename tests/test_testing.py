@@ -3,10 +3,10 @@
 import pytest
 from django.test import override_settings
 
-from redisparts_app import lua
 from redisparts_app.connection import get_redis
 from redisparts_app.keys import make_key, slot_of
 from redisparts_app.testing import RedisServer, SentinelSetup, start_replica
+from tests.lua import load_script
 
 
 def test_replica_receives_the_masters_writes(redis_server_factory, tmp_path):
@@ -39,7 +39,7 @@ def test_local_cluster_serves_get_redis_across_slots(redis_cluster):
         assert [client.get(key) for key in keys] == [key.encode() for key in keys]
         # Keys sharing a tag share a slot, so one script over them runs on the cluster.
         first, second = make_key("test", "same", "a"), make_key("test", "same", "b")
-        script = lua.script(client, "echo_keys")
+        script = load_script(client, "echo_keys")
         assert script(keys=[first, second], args=[]) == [first.encode(), second.encode()]
     roles = [node.client().info("replication")["role"] for node in cluster.nodes]
     assert sorted(roles) == ["master"] * 3 + ["slave"] * 3

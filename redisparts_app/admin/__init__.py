@@ -33,10 +33,10 @@ from ..services import (
     autocomplete,
     config,
     counters,
-    health,
+    figures,
+    listings,
     locks,
     logs,
-    overview,
     semaphores,
     stats,
 )
@@ -192,7 +192,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         groups = []
-        for group in overview.queue_groups():
+        for group in listings.queue_groups():
             counts = TaskQueue(group).counts()
             groups.append({"name": group, "ready": sum(counts["queues"].values()), **counts})
         return self._render(
@@ -212,7 +212,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
     # -- task queues --------------------------------------------------------------------
 
     def queues_view(self, request: HttpRequest) -> HttpResponse:
-        groups = health.queue_figures()
+        groups = figures.queue_figures()
         return self._render(request, "queues.html", {"title": "Task queues", "groups": groups})
 
     def peek_view(self, request: HttpRequest, group: str, queue: str) -> HttpResponse:
@@ -254,7 +254,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
                 "help_text": help_text,
                 "kinds": [(key, value[0], counts[key]) for key, value in TASK_LISTS.items()],
                 "group": queue.group,
-                "groups": overview.queue_groups(),
+                "groups": listings.queue_groups(),
                 "tasks": tasks,
                 "pages": pages,
                 "now": time.time(),
@@ -313,7 +313,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
 
     def locks_view(self, request: HttpRequest) -> HttpResponse:
         cursor = _int_param(request, "cursor")
-        held, next_cursor = overview.lock_page(cursor, PAGE_SIZE)
+        held, next_cursor = listings.lock_page(cursor, PAGE_SIZE)
         return self._render(
             request,
             "locks.html",
@@ -327,7 +327,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
 
     def semaphores_view(self, request: HttpRequest) -> HttpResponse:
         cursor = _int_param(request, "cursor")
-        page = overview.semaphore_page(cursor, 20)
+        page = listings.semaphore_page(cursor, 20)
         rows = [{"name": name, "holders": semaphores.holders(name)} for name in page.names]
         return self._render(
             request,
@@ -344,8 +344,8 @@ class RedisPartsAdmin(admin.ModelAdmin):
 
     def chats_view(self, request: HttpRequest) -> HttpResponse:
         cursor = _int_param(request, "cursor")
-        page = overview.chat_page(cursor, 25)
-        chats = [chat for chat in map(overview.chat_overview, page.names) if chat is not None]
+        page = listings.chat_page(cursor, 25)
+        chats = [chat for chat in map(listings.chat_overview, page.names) if chat is not None]
         return self._render(
             request,
             "chats.html",
@@ -361,7 +361,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
 
     def counters_view(self, request: HttpRequest) -> HttpResponse:
         start = _int_param(request, "start")
-        known, total = overview.counter_page(start, PAGE_SIZE)
+        known, total = listings.counter_page(start, PAGE_SIZE)
         chosen = request.GET.get("name") or (next(iter(known), None))
         precisions = counters.precisions()
         precision = _int_param(request, "precision", precisions[0])
@@ -395,7 +395,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
 
     def stats_view(self, request: HttpRequest) -> HttpResponse:
         rows = []
-        for context, kind in overview.stats_entries():
+        for context, kind in listings.stats_entries():
             current = stats.get_stats(context, kind)
             previous = stats.get_stats(context, kind, previous=True)
             rows.append({"context": context, "kind": kind, "now": current, "last": previous})
@@ -413,7 +413,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
 
     def logs_view(self, request: HttpRequest) -> HttpResponse:
         cursor = _int_param(request, "cursor")
-        page = overview.log_page(cursor, PAGE_SIZE)
+        page = listings.log_page(cursor, PAGE_SIZE)
         name = request.GET.get("name") or (page.names[0] if page.names else None)
         severity = request.GET.get("severity", "info")
         if severity not in logs.SEVERITIES:
@@ -480,7 +480,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
                 except (RedisPartsError, ValueError) as exc:
                     messages.error(request, str(exc))
             form = ConfigForm(initial=initial)
-        stored, cursor = overview.config_page(_int_param(request, "cursor"), PAGE_SIZE)
+        stored, cursor = listings.config_page(_int_param(request, "cursor"), PAGE_SIZE)
         maintenance = config.maintenance_status()
         return self._render(
             request,
@@ -538,7 +538,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
 
     def autocomplete_view(self, request: HttpRequest) -> HttpResponse:
         cursor = _int_param(request, "cursor")
-        page = overview.guild_page(cursor, PAGE_SIZE)
+        page = listings.guild_page(cursor, PAGE_SIZE)
         form = AutocompleteForm(request.GET or None)
         results, guild = None, None
         if form.is_bound and form.is_valid():

@@ -20,6 +20,8 @@ from redis.exceptions import NoScriptError
 
 from ..connection import is_pipeline
 
+__all__ = ["LuaScript", "script", "source"]
+
 
 @cache
 def source(name: str) -> str:
@@ -35,13 +37,13 @@ def _sha(name: str) -> str:
     return hashlib.sha1(source(name).encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
-class _NamedScript(Script):
-    """redis-py's Script for ``<name>.lua``, with the SHA computed once per process."""
+class LuaScript(Script):
+    """redis-py's Script for a Lua source, with a SHA computed once by the caller."""
 
-    def __init__(self, client, name: str) -> None:
+    def __init__(self, client, text: str, sha: str | None = None) -> None:
         self.registered_client = client
-        self.script = source(name)
-        self.sha = _sha(name)
+        self.script = text
+        self.sha = sha or hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()
 
     def __call__(self, keys=(), args=(), client=None):
         """Run the script on ``client`` (default: the registered one) and return its reply.
@@ -71,4 +73,4 @@ def script(client, name: str) -> Script:
     lazily on first use; a client with a non-UTF-8 encoding gets a NoScriptError on
     the first EVALSHA, and redis-py then loads the script and keeps the server's SHA.
     """
-    return _NamedScript(client, name)
+    return LuaScript(client, source(name), _sha(name))

@@ -3,7 +3,7 @@
 - Maintenance flag: ``set_maintenance()`` / ``clear_maintenance()``;
   ``is_under_maintenance()`` and ``maintenance_status()`` read Redis at most
   once per ``MAINTENANCE_CHECK_INTERVAL`` (1 s) per process and answer from
-  memory in between. ``redisparts_app.maintenance.MaintenanceMiddleware`` shows
+  memory in between. ``redisparts_app.middleware.MaintenanceMiddleware`` shows
   the maintenance page while it is set.
 - JSON configuration per component type and name: ``set_config(type, name,
   dict)``; ``get_config(type, name, wait=1.0)`` reads Redis at most once per

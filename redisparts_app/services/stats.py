@@ -22,7 +22,7 @@ Keys::
 
 Both hashes expire two hours after their last update. Response times are in seconds.
 ``access_time(view)`` (context manager and decorator) and
-``redisparts_app.timing.ResponseTimeMiddleware`` record them under the kind
+``redisparts_app.middleware.ResponseTimeMiddleware`` record them under the kind
 ``access_time`` and keep the ``SLOWEST_VIEWS_LIMIT`` slowest views ranked by their
 average. Recording a response time never raises a Redis error: it is logged and dropped.
 """

@@ -1,5 +1,6 @@
 import redis
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.module_loading import import_string
 from tqdm import tqdm
 
 from redisparts_app.connection import get_redis
@@ -10,7 +11,7 @@ from redisparts_app.services import files
 class Command(BaseCommand):
     help = (
         "Process the files distributed on a channel as one of its processors: count their "
-        "lines, or add up visits per country per day."
+        "lines, or feed them to an aggregator class."
     )
 
     def add_arguments(self, parser):
@@ -20,10 +21,11 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--aggregate",
-            choices=["lines", "countries"],
-            default="countries",
-            help="count lines per file, or visits per country per day of "
-            "'<ip> <YYYY-MM-DD> ...' lines with the IP-to-city lookup (default)",
+            default="lines",
+            metavar="lines|DOTTED.PATH",
+            help="count lines per file (default), or the dotted path of an aggregator class: "
+            "built with client=, called with each line (bytes), .flush(name) after each file, "
+            "e.g. marketplace.visits.CountryVisits",
         )
         parser.add_argument(
             "--block-size", type=int, help="bytes per GETRANGE (default FILES_BLOCK_SIZE)"
@@ -43,7 +45,12 @@ class Command(BaseCommand):
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
 
-        visits = files.CountryVisits(client=client) if aggregate == "countries" else None
+        visits = None
+        if aggregate != "lines":
+            try:
+                visits = import_string(aggregate)(client=client)
+            except ImportError as exc:
+                raise CommandError(f"--aggregate: {exc}", returncode=2) from exc
         lines_of_file = [0]
 
         def callback(line: bytes) -> None:

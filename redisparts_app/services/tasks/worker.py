@@ -224,10 +224,6 @@ class Worker(_Stoppable):
             logger.warning("reaped %d task(s), quarantined %d", requeued, quarantined)
         self.queue.schedule()
 
-    def perform(self, record: dict[str, Any], deliveries: int) -> str:
-        """Run one delivered task and record its outcome; return done, retry, fail or lost."""
-        return self.perform_all([(record, deliveries)])[0]
-
     def perform_all(self, jobs: Sequence[tuple[dict[str, Any], int]]) -> list[str]:
         """Run claimed tasks in turn and record their outcomes; return those of the tasks run.
 

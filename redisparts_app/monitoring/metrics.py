@@ -30,17 +30,18 @@ from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
+from ..conf import app_settings
+from ..connection import get_redis
+from ..services import figures
 from .access import monitoring_only
-from .conf import app_settings
-from .connection import get_redis
-from .services import health
 
 try:
     from prometheus_client.core import GaugeMetricFamily, Metric
     from prometheus_client.exposition import choose_encoder
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImproperlyConfigured(
-        "redisparts_app.metrics needs prometheus_client: pip install 'redisparts[monitoring]'"
+        "redisparts_app.monitoring.metrics needs prometheus_client: "
+        "pip install 'redisparts[monitoring]'"
     ) from exc
 
 logger = logging.getLogger("redisparts")
@@ -61,7 +62,7 @@ class RedispartsCollector:
 
     def collect(self) -> Iterator[Metric]:
         aliases = list(app_settings.CONNECTIONS)
-        reachable = {alias: health.unreachable(alias) is None for alias in aliases}
+        reachable = {alias: figures.unreachable(alias) is None for alias in aliases}
         yield _gauge(
             "redisparts_redis_up",
             "1 when the Redis connection answers PING.",
@@ -80,10 +81,10 @@ class RedispartsCollector:
         yield from families
 
     def _figures(self, client) -> Iterator[Metric]:
-        names = health.inventory(client=client)
+        names = figures.inventory(client=client)
         # The default group too, like the admin: its zeros before its first task.
         groups = names["queue"] | {str(app_settings.QUEUE_GROUP)}
-        groups = health.queue_figures(groups=groups, client=client)
+        groups = figures.queue_figures(groups=groups, client=client)
         queues = [(g.group, q.name, q) for g in groups for q in g.queues]
         yield _gauge(
             "redisparts_queue_ready_tasks",
@@ -111,7 +112,7 @@ class RedispartsCollector:
                 ["group"],
                 [(g.group, getattr(g, field)) for g in groups],
             )
-        locks = health.lock_figures(names["lock"], client=client)
+        locks = figures.lock_figures(names["lock"], client=client)
         yield _gauge("redisparts_locks_held", "Locks held.", [], [(locks.held,)])
         yield _gauge(
             "redisparts_locks_without_ttl",
@@ -119,7 +120,7 @@ class RedispartsCollector:
             [],
             [(len(locks.without_ttl),)],
         )
-        semaphores = health.semaphore_figures(names["semaphore"], client=client)
+        semaphores = figures.semaphore_figures(names["semaphore"], client=client)
         yield _gauge(
             "redisparts_semaphore_holders",
             "Live permits of a semaphore.",
@@ -132,7 +133,7 @@ class RedispartsCollector:
             ["semaphore"],
             [(s.name, s.limit) for s in semaphores if s.limit is not None],
         )
-        chats, messages = health.chat_figures(names["chat"], client=client)
+        chats, messages = figures.chat_figures(names["chat"], client=client)
         yield _gauge("redisparts_chats", "Group chats.", [], [(chats,)])
         yield _gauge(
             "redisparts_chat_messages",
@@ -144,9 +145,9 @@ class RedispartsCollector:
             "redisparts_counter_events",
             "Events a counter recorded in its last complete bucket of the precision.",
             ["counter", "precision_seconds"],
-            health.counter_figures(client=client),
+            figures.counter_figures(client=client),
         )
-        lags = health.replica_lags(client=client)
+        lags = figures.replica_lags(client=client)
         yield _gauge(
             "redisparts_replica_lag_bytes",
             "Bytes a replica is behind its master's replication offset.",

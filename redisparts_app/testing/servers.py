@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from .server import find_redis_server
+from ..embedded import find_redis_server
 
 
 def _is_free(port: int) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 
-from .conf import app_settings
+from ..conf import app_settings
 
 PERMISSION = "redisparts_app.view_redisparts"
 DENIED = (

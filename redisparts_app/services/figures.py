@@ -35,7 +35,7 @@ from ..checks import probe
 from ..conf import app_settings
 from ..connection import get_redis, slot_client
 from ..keys import make_key, scan_keys
-from . import counters, overview
+from . import counters, listings
 from .persistence import node_statuses
 from .tasks import TaskQueue
 
@@ -118,10 +118,10 @@ def inventory(components: Iterable[str] = INVENTORY, *, client: Any = None) -> d
     """
     client = client if client is not None else get_redis()
     wanted = list(components)
-    patterns = {name: overview.tag_pattern(name, *INVENTORY[name]) for name in wanted}
+    patterns = {name: listings.tag_pattern(name, *INVENTORY[name]) for name in wanted}
     walk = patterns[wanted[0]][0] if len(wanted) == 1 else f"{app_settings.KEY_PREFIX}:*"
     found: dict[str, set[str]] = {name: set() for name in wanted}
-    for key in scan_keys(client, walk, count=overview.SCAN_BATCH):
+    for key in scan_keys(client, walk, count=listings.SCAN_BATCH):
         text = key.decode("utf-8", "replace")
         for name, (_pattern, regex) in patterns.items():
             match = regex.match(text)
@@ -189,7 +189,7 @@ def queue_figures(*, groups: Iterable[str] | None = None, client: Any = None) ->
     """Return the figures of ``groups`` (default: every group with queues), sorted by name."""
     client = client if client is not None else get_redis()
     if groups is None:
-        groups = overview.queue_groups(client=client)
+        groups = listings.queue_groups(client=client)
     return [group_figures(group, client=client) for group in sorted(groups)]
 
 

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from redisparts_app import market_load
+from bench import market_load
 from redisparts_app.services.market import STRATEGIES
 
 

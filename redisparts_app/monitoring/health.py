@@ -31,12 +31,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils.decorators import method_decorator
 
+from ..conf import app_settings
+from ..connection import get_redis
+from ..exceptions import ConnectionNotConfigured
+from ..services import figures
+from ..services.persistence import node_statuses
 from . import access
-from .conf import app_settings
-from .connection import get_redis
-from .exceptions import ConnectionNotConfigured
-from .services import health
-from .services.persistence import node_statuses
 
 try:
     from health_check.base import HealthCheck
@@ -44,7 +44,8 @@ try:
     from health_check.views import HealthCheckView
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImproperlyConfigured(
-        "redisparts_app.health needs django-health-check: pip install 'redisparts[monitoring]'"
+        "redisparts_app.monitoring.health needs django-health-check: "
+        "pip install 'redisparts[monitoring]'"
     ) from exc
 
 
@@ -55,7 +56,7 @@ class RedisReachable(HealthCheck):
     alias: str = "default"
 
     def run(self) -> None:
-        problem = health.unreachable(self.alias)
+        problem = figures.unreachable(self.alias)
         if problem:
             raise ServiceUnavailable(problem)
 
@@ -94,8 +95,8 @@ class QueueBacklog(ComponentCheck):
     """No queue's next task has waited more than REDISPARTS["HEALTH_QUEUE_MAX_AGE"] seconds."""
 
     def problems(self, client: Any) -> list[str]:
-        groups = health.queue_figures(client=client)
-        return health.backlog_problems(groups, float(app_settings.HEALTH_QUEUE_MAX_AGE))
+        groups = figures.queue_figures(client=client)
+        return figures.backlog_problems(groups, float(app_settings.HEALTH_QUEUE_MAX_AGE))
 
 
 @dataclasses.dataclass(repr=False)
@@ -103,8 +104,8 @@ class ExpiredLeases(ComponentCheck):
     """No in-flight task is more than REDISPARTS["HEALTH_LEASE_GRACE"] seconds past its lease."""
 
     def problems(self, client: Any) -> list[str]:
-        groups = health.queue_figures(client=client)
-        return health.lease_problems(groups, float(app_settings.HEALTH_LEASE_GRACE))
+        groups = figures.queue_figures(client=client)
+        return figures.lease_problems(groups, float(app_settings.HEALTH_LEASE_GRACE))
 
 
 @dataclasses.dataclass(repr=False)
@@ -112,7 +113,7 @@ class LocksWithoutTTL(ComponentCheck):
     """No lock's owner key lacks a TTL."""
 
     def problems(self, client: Any) -> list[str]:
-        return health.lock_problems(health.lock_figures(client=client))
+        return figures.lock_problems(figures.lock_figures(client=client))
 
 
 @dataclasses.dataclass(repr=False)
@@ -120,7 +121,7 @@ class ReplicationLag(ComponentCheck):
     """Every replica is online and recent (REDISPARTS["HEALTH_REPLICATION_MAX_LAG..."])."""
 
     def problems(self, client: Any) -> list[str]:
-        return health.replication_problems(
+        return figures.replication_problems(
             node_statuses(client=client),
             float(app_settings.HEALTH_REPLICATION_MAX_LAG),
             app_settings.HEALTH_REPLICATION_MAX_LAG_BYTES,

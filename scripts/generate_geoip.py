@@ -1,6 +1,6 @@
 """Generate the small GeoLite2-format sample shipped for the demo and the tests.
 
-    python redisparts_app/data/geoip/generate.py [output-dir]
+    python scripts/generate_geoip.py [output-dir]   (default: redisparts_app/data/geoip/)
 
 Writes ``GeoLite2-City-Blocks-IPv4.csv`` and ``GeoLite2-City-Locations-en.csv``
 (the column layout of MaxMind's GeoLite2 City CSV files) beside this script.
@@ -153,4 +153,5 @@ def write(directory: Path) -> None:
 
 
 if __name__ == "__main__":
-    write(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parent)
+    default = Path(__file__).resolve().parent.parent / "redisparts_app" / "data" / "geoip"
+    write(Path(sys.argv[1]) if len(sys.argv) > 1 else default)

@@ -1,4 +1,4 @@
-"""Operations endpoints (the ``monitoring`` extra): ``include("redisparts_app.urls")``.
+"""Operations endpoints (the ``monitoring`` extra): ``include("redisparts_app.monitoring.urls")``.
 
 - ``metrics`` Prometheus metrics (``metrics.py``)
 - ``health/`` django-health-check's page over the components' checks (``health.py``)

@@ -30,9 +30,10 @@ from dataclasses import dataclass, field
 
 import redis
 
+from redisparts_app.testing import RedisServer
+
 from .exceptions import ListingNotFound, MarketBusy, PriceChanged
 from .services import market
-from .testing import RedisServer
 
 CONFIGURATIONS = ((1, 1), (5, 1), (5, 5))
 BUYER_FUNDS = 10**12  # cents; no buyer runs out
@@ -66,7 +67,7 @@ class Row:
 
 def _lister(url: str, name: str, seconds: float, start, results) -> None:
     client = redis.Redis.from_url(url)
-    rng = random.Random(name)  # noqa: S311 - a load pattern, not a secret
+    rng = random.Random(name)
     listed = 0
     start.wait()
     end = time.monotonic() + seconds
@@ -78,7 +79,7 @@ def _lister(url: str, name: str, seconds: float, start, results) -> None:
 
 def _buyer(url: str, name: str, strategy: str, seconds: float, start, results) -> None:
     client = redis.Redis.from_url(url)
-    rng = random.Random(name)  # noqa: S311 - a load pattern, not a secret
+    rng = random.Random(name)
     bought: list[tuple[str, str, int]] = []
     retries = lost = busy = 0
     waited = 0.0

@@ -1,0 +1,4 @@
+"""Operations endpoints (the ``monitoring`` extra): health checks, Prometheus metrics, access.
+
+``include("redisparts_app.monitoring.urls")`` serves both to staff or a bearer token.
+"""
