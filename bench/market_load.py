@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 
 import redis
 
+from redisparts_app.exceptions import ListingNotFound, MarketBusy, PriceChanged
+from redisparts_app.services import market
 from redisparts_app.testing import RedisServer
-
-from .exceptions import ListingNotFound, MarketBusy, PriceChanged
-from .services import market
 
 CONFIGURATIONS = ((1, 1), (5, 1), (5, 5))
 BUYER_FUNDS = 10**12  # cents; no buyer runs out
