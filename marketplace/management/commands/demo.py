@@ -19,8 +19,9 @@ MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
 class Command(BaseCommand):
     help = (
         "Run the demo on the embedded Redis until Ctrl-C: migrate, load the demo data "
-        "(load_demo), then the web server, a task worker (rp_worker on the site's queues) "
-        "and the scheduler (rp_scheduler). Ctrl-C or SIGTERM stops them all."
+        "(load_demo), then the web server, a task worker (rp_worker on the site's queues), "
+        "the scheduler (rp_scheduler) and the sales relay (market_relay). Ctrl-C or SIGTERM "
+        "stops them all."
     )
 
     def add_arguments(self, parser):
@@ -69,6 +70,8 @@ class Command(BaseCommand):
             ("web", ["runserver", f"{host}:{port}", "--noreload"]),
             ("worker", ["rp_worker", *settings.MARKETPLACE["WORKER_QUEUES"]]),
             ("scheduler", ["rp_scheduler"]),
+            # Sales recorded by purchases whose web process died before relaying them.
+            ("relay", ["market_relay"]),
         ]
 
     def _start_embedded(self) -> EmbeddedRedis | None:
