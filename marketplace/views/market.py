@@ -189,6 +189,21 @@ def _context(request, username, page, size, form=None):
     }
 
 
+def complete_purchase(buyer: str, item: str, seller: str, price: int) -> market_service.Sale:
+    """Buy (the sale and its e-mail record commit together), then relay the e-mail at once.
+
+    Raise a MarketError when the purchase is refused. A failure of the relay is logged
+    and leaves the record in the outbox for ``market_relay``; the purchase stands.
+    """
+    sale = market_service.purchase(buyer, item, seller, price).sale
+    logger.info("%s bought %s from %s for %s", buyer, item, seller, format_cents(price))
+    try:
+        market_service.relay_sale(sale, enqueue_sold_email)
+    except (redis.RedisError, RedisPartsError):
+        logger.warning("sale %s: relaying its e-mail failed", sale.sale_id, exc_info=True)
+    return sale
+
+
 @login_required
 @require_POST
 def market_buy(request: HttpRequest) -> HttpResponse:
@@ -199,14 +214,7 @@ def market_buy(request: HttpRequest) -> HttpResponse:
     seller, item, price = (form.cleaned_data[k] for k in ("seller", "item", "price"))
 
     def buy() -> None:
-        # The sale and its e-mail record commit together here.
-        sale = market_service.purchase(buyer, item, seller, price).sale
-        logger.info("%s bought %s from %s for %s", buyer, item, seller, format_cents(price))
-        try:
-            market_service.relay_sale(sale, enqueue_sold_email)
-        except (redis.RedisError, RedisPartsError):
-            # The record stays in the outbox for market_relay; the purchase stands.
-            logger.warning("sale %s: relaying its e-mail failed", sale.sale_id, exc_info=True)
+        complete_purchase(buyer, item, seller, price)
 
     done = (
         f"You bought {item} from {seller} for {format_cents(price)}. "
