@@ -19,6 +19,7 @@ more after NOTICE_CLAIM_TTL seconds, with the same Message-ID.
 """
 
 import logging
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -94,9 +95,13 @@ def send_sold_email(
     market.finish_notice(sale_id, NOTICE_KEEP)
 
 
-def enqueue_sold_email(sale: market.Sale) -> str:
-    """Queue the e-mail of ``sale`` once (the relay's deliver); return the task id."""
+def enqueue_sold_email(sale: market.Sale, *, client: Any = None) -> str:
+    """Queue the e-mail of ``sale`` once (the relay's deliver); return the task id.
+
+    ``client``: the queue's Redis client (default: the task group's connection).
+    """
     return send_sold_email.enqueue_with(
+        client=client,
         kwargs={
             "seller": sale.seller,
             "item": sale.item,
