@@ -8,7 +8,8 @@ outbox atomically (``services.market``). ``enqueue_sold_email`` is the relay's `
 it enqueues the e-mail task with the stable id ``sale-<sale id>`` and a de-duplication key of
 the sale id kept ``RELAY_DEDUP_TTL`` seconds, so a sale relayed twice (a relay killed between
 the enqueue and the outbox trim, or the web fast path racing ``market_relay``) queues one task.
-``relay_sold_emails`` is the relay step the ``market_relay`` command runs in a loop.
+``relay_sold_emails`` is the relay step the ``market_relay`` command runs in a loop and
+``manage.py demo`` runs every second in its own (runner) process.
 
 Sending is idempotent per sale: the task claims a send marker (``market.begin_notice``)
 before sending and marks it sent after, for ``NOTICE_KEEP`` seconds; a redelivered task
@@ -121,3 +122,11 @@ def enqueue_sold_email(sale: market.Sale, *, client: Any = None) -> str:
 def relay_sold_emails(limit: int = 100) -> int:
     """Move up to ``limit`` recorded sales from the market's outbox into the e-mail queue."""
     return market.relay_sales(enqueue_sold_email, limit)
+
+
+def relay_all_sold_emails(batch: int = 100) -> int:
+    """Relay batches until the outbox is empty (or a batch comes back short); return how many."""
+    relayed = 0
+    while (count := relay_sold_emails(batch)) == batch:
+        relayed += count
+    return relayed + count

@@ -128,6 +128,21 @@ def test_market_relay_once_with_redis_down_exits_3(redis_server_factory, setting
     assert caught.value.returncode == 3
 
 
-def test_demo_runs_the_sales_relay_beside_the_worker_and_scheduler():
-    names = [name for name, _ in DemoCommand()._processes("127.0.0.1", 8000)]
-    assert names == ["web", "worker", "scheduler", "relay"]
+def test_the_demo_runner_relays_recorded_sales_and_logs_a_failure(
+    redis_client, redis_server_factory, settings, caplog
+):
+    market.create_user("alice", 0)
+    market.create_user("bob", 10**6)
+    for n in range(250):  # more than one batch
+        market.give_item("alice", f"thing {n}")
+        market.list_item("alice", f"thing {n}", 10)
+        market.purchase("bob", f"thing {n}", "alice", 10)
+    assert DemoCommand()._relay_pass() == 250
+    assert market.count_pending_sales() == 0
+    assert TaskQueue().length("email") == 250
+
+    dead = redis_server_factory()
+    dead.stop()
+    settings.REDISPARTS = {**settings.REDISPARTS, "CONNECTIONS": {"default": dead.url}}
+    assert DemoCommand()._relay_pass() == 0
+    assert "relaying sold e-mails failed" in caplog.text

@@ -2,7 +2,8 @@
 
 The web request relays its own sale right after the purchase; this loop relays whatever
 that missed (a web process that died after the purchase, Redis unreachable for a moment).
-``manage.py demo`` runs it beside the worker and the scheduler.
+``manage.py demo`` does the same in its own (runner) process, beside the worker and the
+scheduler.
 """
 
 import logging
