@@ -11,6 +11,11 @@ the enqueue and the outbox trim, or the web fast path racing ``market_relay``) q
 ``relay_sold_emails`` is the relay step the ``market_relay`` command runs in a loop and
 ``manage.py demo`` runs every second in its own (runner) process.
 
+Bound of the relay: a sale relayed again within RELAY_DEDUP_TTL (one day) queues nothing;
+relayed again later (a record left in the outbox by a relay that died after its enqueue and
+no relay running for a day) it queues a second task, which finds the e-mail sent and sends
+nothing (within NOTICE_KEEP).
+
 Sending is idempotent per sale: the task claims a send marker (``market.begin_notice``)
 before sending and marks it sent after, for ``NOTICE_KEEP`` seconds; a redelivered task
 (a worker killed after the task ran, a duplicate relay beyond the de-duplication TTL)

@@ -398,3 +398,54 @@ def test_items_stay_in_exactly_one_place_under_concurrent_give_list_cancel_purch
     )
     with contextlib.suppress(redis.ResponseError):
         redis_client.delete(LOG)
+
+
+def _buy_everything(seed: int) -> None:  # pragma: no cover - a child killed at random
+    rng = random.Random(seed)
+    while listings := market.get_listings(0, 20):
+        pick = rng.choice(listings)
+        with contextlib.suppress(ListingNotFound):
+            complete_purchase("bob", pick.item, pick.seller, pick.price)
+        # Also relay what earlier killed runs left, as market_relay would.
+        for sale in market.pending_sales(5):
+            market.relay_sale(sale, site_tasks.enqueue_sold_email)
+
+
+@pytest.mark.slow
+def test_purchases_killed_at_random_moments_leave_every_sale_with_exactly_one_email_task(
+    db, redis_client, settings
+):
+    market.create_user("alice", 0)
+    market.create_user("bob", 10**9)
+    items = [f"thing {n}" for n in range(1500)]
+    for item in items:
+        market.give_item("alice", item)
+        market.list_item("alice", item, 7)
+    rng = random.Random(1)
+    kills = 0
+    for round_ in range(40):
+        strategy = STRATEGIES[round_ % len(STRATEGIES)]
+        settings.REDISPARTS = {**settings.REDISPARTS, "MARKET_PURCHASE_STRATEGY": strategy}
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                _buy_everything(round_)
+            finally:
+                os._exit(0)
+        time.sleep(rng.uniform(0.001, 0.02))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        kills += 1
+    sold = set(market.get_inventory("bob"))
+    assert 0 < len(sold) < len(items)  # the kills landed mid-run
+    # Independently of the outbox: money moved for exactly the items that moved.
+    assert market.get_funds("alice") == 7 * len(sold)
+    listed = {x.item for x in market.get_listings(0, 1000)}
+    listed |= {x.item for x in market.get_listings(1000, 1000)}
+    assert listed == set(items) - sold
+    site_tasks.relay_all_sold_emails()
+    assert market.count_pending_sales() == 0
+    queued = TaskQueue().peek("email", 0, 1000)
+    assert sorted(info.kwargs["item"] for info in queued) == sorted(sold)
+    assert len({info.kwargs["sale_id"] for info in queued}) == len(sold)
+    assert kills == 40

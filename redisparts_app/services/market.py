@@ -34,10 +34,12 @@ record. ``relay_sales`` (a relay loop) and ``relay_sale`` (right after the
 purchase) hand records to a ``deliver`` callable and then drop them: delivery is
 at least once, so ``deliver`` must be idempotent per ``sale_id`` (the demo
 enqueues with a de-duplication key of the sale id). A record stays in the
-outbox until delivered; one that fails to parse raises ``ValueError`` and
-stays. ``begin_notice``/``finish_notice``/``abandon_notice`` keep a send marker
-per sale so a redelivered notice task sends once (the bound is on
-``begin_notice``).
+outbox until delivered (the outbox grows by one record per sale while no relay
+runs); one that fails to parse raises ``ValueError`` and stays. Bound: with the
+relay running every ``interval`` seconds, a sale whose fast-path relay failed is
+delivered within ``interval`` plus the time Redis is unreachable.
+``begin_notice``/``finish_notice``/``abandon_notice`` keep a send marker per
+sale so a redelivered notice task sends once (the bound is on ``begin_notice``).
 
 Why one hash tag: every purchase touches the buyer, the seller and the market
 in one MULTI or one script, which a Redis Cluster only runs when all keys share
