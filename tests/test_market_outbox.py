@@ -449,3 +449,19 @@ def test_purchases_killed_at_random_moments_leave_every_sale_with_exactly_one_em
     assert sorted(info.kwargs["item"] for info in queued) == sorted(sold)
     assert len({info.kwargs["sale_id"] for info in queued}) == len(sold)
     assert kills == 40
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_outbox_relay_and_notice_markers_work_on_both_backends(db, redis_client, strategy):
+    _shop(redis_client)
+    sale = market.purchase("bob", "sword", "alice", 300, strategy=strategy).sale
+    assert market.pending_sales() == [sale]
+    assert site_tasks.relay_all_sold_emails() == 1
+    assert market.relay_sale(sale, site_tasks.enqueue_sold_email) is False  # already relayed
+    assert [info.kwargs["sale_id"] for info in TaskQueue().peek("email")] == [sale.sale_id]
+    token = market.begin_notice(sale.sale_id, 30)
+    assert market.begin_notice(sale.sale_id, 30) == "busy"
+    market.finish_notice(sale.sale_id, 60)
+    assert market.begin_notice(sale.sale_id, 30) == "sent"
+    assert market.abandon_notice(sale.sale_id, token) is False

@@ -146,3 +146,18 @@ def test_the_demo_runner_relays_recorded_sales_and_logs_a_failure(
     settings.REDISPARTS = {**settings.REDISPARTS, "CONNECTIONS": {"default": dead.url}}
     assert DemoCommand()._relay_pass() == 0
     assert "relaying sold e-mails failed" in caplog.text
+
+
+def test_buying_a_name_you_already_hold_is_a_message_and_changes_nothing(client, db, site_redis):
+    load()
+    client.force_login(User.objects.get(username="bob"))
+    market.give_item("bob", "Lantern")
+    funds = market.get_funds("bob")
+    response = client.post("/market/buy/", {"seller": "alice", "item": "Lantern", "price": "1250"})
+    assert response.status_code == 302
+    assert _messages(response) == [
+        "You already have an item named Lantern; sell it before buying another."
+    ]
+    assert market.get_funds("bob") == funds
+    assert market.get_price("Lantern", "alice") == 1250
+    assert market.count_pending_sales() == 0
