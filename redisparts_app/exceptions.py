@@ -215,6 +215,24 @@ class ItemNotHeld(MarketError):
         super().__init__(f"item {item!r} of {seller!r} {reason}")
 
 
+class ItemListed(ItemNotHeld):
+    """The user's item of that name is on the market: cancel the listing to get it back."""
+
+    def __init__(self, seller: str, item: str) -> None:
+        super().__init__(seller, item, "is already listed; cancel the listing first")
+
+
+class ItemAlreadyHeld(MarketError):
+    """The buyer already holds or lists an item of that name, and a user holds one per name."""
+
+    def __init__(self, user: str, item: str) -> None:
+        self.user, self.item = user, item
+        super().__init__(
+            f"{user!r} already holds or lists an item named {item!r}; "
+            "sell or rename it before buying another"
+        )
+
+
 class ListingNotFound(MarketError):
     """The item is not (or no longer) listed by that seller."""
 

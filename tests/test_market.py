@@ -59,6 +59,8 @@ def test_all_market_keys_share_one_cluster_slot():
             market.user_key("Zoë 🙂 王"),
             market.inventory_key("alice"),
             market.listings_key(),
+            market.outbox_key(),
+            market.notice_key("0123abcd"),
         )
     }
     assert len(slots) == 1

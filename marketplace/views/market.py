@@ -4,28 +4,36 @@ Every change runs inside the account's market semaphore (at most
 MARKETPLACE["MAX_CONCURRENT_OPERATIONS"] at once per account); a full semaphore is a
 message, not an error. Malformed input answers 400 with a message; refusals from the
 market (price changed, not enough funds, sold meanwhile...) are messages on the page.
+
+A purchase records its sale in the market's outbox in the same atomic step, so the
+seller's e-mail cannot be lost; right after it, the view relays that sale into the e-mail
+queue (the fast path; ``manage.py market_relay`` relays whatever this misses). Once the
+purchase committed, a Redis error (the relay, the permit's release) is logged and the
+buyer sees the success: it is never a 503 for a purchase that went through.
 """
 
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import redis
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from redisparts_app.exceptions import (
     InsufficientFunds,
+    ItemAlreadyHeld,
     ItemNotHeld,
     ListingNotFound,
     MarketBusy,
     MarketError,
     OwnItem,
     PriceChanged,
+    RedisPartsError,
     UnknownUser,
     UserExists,
 )
@@ -33,7 +41,7 @@ from redisparts_app.services import market as market_service
 from redisparts_app.services.semaphores import FairSemaphore
 
 from ..forms import BuyForm, CancelForm, ListItemForm, error_text, format_cents
-from ..tasks import send_sold_email
+from ..tasks import enqueue_sold_email
 from .errors import bad_request
 
 logger = logging.getLogger("marketplace")
@@ -85,6 +93,8 @@ def refusal(exc: MarketError) -> str:
         return f"{exc.item} is your own listing; cancel it instead of buying it."
     if isinstance(exc, UnknownUser):
         return f"{exc.user} has no market account."
+    if isinstance(exc, ItemAlreadyHeld):
+        return f"You already have an item named {exc.item}; sell it before buying another."
     if isinstance(exc, ItemNotHeld):
         return f"{exc.item} is not in your inventory (sold or already listed?)."
     if isinstance(exc, MarketBusy):
@@ -100,15 +110,27 @@ BUSY_MESSAGE = (
 def _operate(
     request: HttpRequest, what: str, action: Callable[[], object], done: str
 ) -> HttpResponse:
-    """Run ``action`` under the user's market semaphore; report the outcome as a message."""
+    """Run ``action`` under the user's market semaphore; report the outcome as a message.
+
+    A Redis error after ``action`` returned (releasing the permit) is logged and the
+    outcome is still the success: the change was made.
+    """
+    committed = False
     try:
         with market_operation(request.user.get_username(), what):
             action()
+            committed = True
     except Busy:
         limit = site_setting("MAX_CONCURRENT_OPERATIONS")
         messages.warning(request, BUSY_MESSAGE.format(n=limit))
     except MarketError as exc:
         messages.error(request, refusal(exc))
+    except redis.RedisError:
+        if not committed:
+            raise
+        # The permit expires by itself after OPERATION_TIMEOUT.
+        logger.warning("%s: done, but releasing its permit failed", what, exc_info=True)
+        messages.success(request, done)
     else:
         messages.success(request, done)
     return redirect("market")
@@ -167,6 +189,21 @@ def _context(request, username, page, size, form=None):
     }
 
 
+def complete_purchase(buyer: str, item: str, seller: str, price: int) -> market_service.Sale:
+    """Buy (the sale and its e-mail record commit together), then relay the e-mail at once.
+
+    Raise a MarketError when the purchase is refused. A failure of the relay is logged
+    and leaves the record in the outbox for ``market_relay``; the purchase stands.
+    """
+    sale = market_service.purchase(buyer, item, seller, price).sale
+    logger.info("%s bought %s from %s for %s", buyer, item, seller, format_cents(price))
+    try:
+        market_service.relay_sale(sale, enqueue_sold_email)
+    except (redis.RedisError, RedisPartsError):
+        logger.warning("sale %s: relaying its e-mail failed", sale.sale_id, exc_info=True)
+    return sale
+
+
 @login_required
 @require_POST
 def market_buy(request: HttpRequest) -> HttpResponse:
@@ -177,11 +214,7 @@ def market_buy(request: HttpRequest) -> HttpResponse:
     seller, item, price = (form.cleaned_data[k] for k in ("seller", "item", "price"))
 
     def buy() -> None:
-        with transaction.atomic():
-            market_service.purchase(buyer, item, seller, price)
-            # Pushed when the transaction commits, right after the purchase.
-            send_sold_email.enqueue(seller, item, price, buyer)
-        logger.info("%s bought %s from %s for %s", buyer, item, seller, format_cents(price))
+        complete_purchase(buyer, item, seller, price)
 
     done = (
         f"You bought {item} from {seller} for {format_cents(price)}. "

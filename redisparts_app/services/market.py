@@ -6,10 +6,40 @@ Keys, all under the one hash tag ``{market}``::
     rp:market:{market}:user:<name>        hash   name, funds (cents)
     rp:market:{market}:inventory:<name>   set    items the user holds
     rp:market:{market}:listings           zset   "<item>:<seller>" -> price (cents)
+    rp:market:{market}:outbox             zset   sale record JSON -> sold at (ms)
+    rp:market:{market}:notice:<sale id>   string send marker of the sale's notice (TTL)
 
-An item is in exactly one place: an inventory or the listings. User and item
-names pass ``keys.validate_key_part``, so neither holds ``:`` and a listing
-member splits unambiguously at its one ``:``.
+User and item names pass ``keys.validate_key_part``, so neither holds ``:`` and a
+listing member splits unambiguously at its one ``:``.
+
+An item is in exactly one place: an item is a name owned by one user, and a user
+has at most one item of a name, either in their inventory or on the market,
+whatever the order of calls from any number of processes. Each step checks and
+moves in one script or one WATCHed MULTI:
+
+- ``give_item`` returns False (nothing written) when the user already holds the
+  name and raises ``ItemListed`` when the user has it on the market;
+- ``list_item`` raises ``ItemNotHeld`` when the name is not in the inventory and
+  ``ItemListed`` (a subclass) when it is already listed, so a live listing's
+  price never changes: cancel and list again to reprice;
+- ``cancel_listing`` moves the listing back to its seller's inventory;
+- ``purchase`` raises ``ItemAlreadyHeld`` when the buyer already holds or lists
+  an item of that name (the two would merge into one).
+
+A sale and its notice in one step (a transactional outbox): every purchase
+strategy writes the sale record (``Sale``: sale id, seller, buyer, item, price,
+time) into the outbox zset in the same MULTI/EXEC or script that moves the money
+and the item, so no process death, at any point, leaves a sale without its
+record. ``relay_sales`` (a relay loop) and ``relay_sale`` (right after the
+purchase) hand records to a ``deliver`` callable and then drop them: delivery is
+at least once, so ``deliver`` must be idempotent per ``sale_id`` (the demo
+enqueues with a de-duplication key of the sale id). A record stays in the
+outbox until delivered (the outbox grows by one record per sale while no relay
+runs); one that fails to parse raises ``ValueError`` and stays. Bound: with the
+relay running every ``interval`` seconds, a sale whose fast-path relay failed is
+delivered within ``interval`` plus the time Redis is unreachable.
+``begin_notice``/``finish_notice``/``abandon_notice`` keep a send marker per
+sale so a redelivered notice task sends once (the bound is on ``begin_notice``).
 
 Why one hash tag: every purchase touches the buyer, the seller and the market
 in one MULTI or one script, which a Redis Cluster only runs when all keys share
@@ -32,10 +62,10 @@ all items, so the lock only cuts contention while WATCH keeps the step safe.
 The strategies are therefore interchangeable, even mixed. On failure each
 raises a ``MarketError`` subclass and changes nothing: ``PriceChanged`` (the
 listed price is not the one the buyer saw), ``InsufficientFunds``,
-``ListingNotFound`` (sold or withdrawn), ``OwnItem``, ``UnknownUser``,
+``ListingNotFound`` (sold or withdrawn), ``OwnItem``, ``UnknownUser``, ``ItemAlreadyHeld``,
 ``MarketBusy`` (WATCH retries or the lock wait exceeded their time limit,
 REDISPARTS["MARKET_RETRY_TIMEOUT"] / ["MARKET_LOCK_WAIT"], in seconds).
-Success returns a ``Purchase`` with the number of WATCH retries it took.
+Success returns a ``Purchase`` with the number of WATCH retries it took and its ``Sale``.
 
 On a Redis Cluster every strategy runs: redis-py 5.2's cluster client has no
 WATCH/MULTI, so the transactions go to the plain client of the primary holding
@@ -43,8 +73,11 @@ the ``{market}`` slot (``connection.on_slot``), which holds every key they touch
 """
 
 import hashlib
+import json
 import logging
+import secrets
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -57,6 +90,8 @@ from ..connection import get_redis, on_slot
 from ..exceptions import (
     InsufficientFunds,
     InvalidPrice,
+    ItemAlreadyHeld,
+    ItemListed,
     ItemNotHeld,
     ListingNotFound,
     LockNotOwned,
@@ -89,6 +124,49 @@ class Listing:
 
 
 @dataclass(frozen=True)
+class Sale:
+    """One completed sale, as recorded in the outbox by the purchase that made it."""
+
+    sale_id: str
+    seller: str
+    buyer: str
+    item: str
+    price: int  # cents
+    sold_at: float  # seconds since the epoch, the buyer's host clock
+
+    def record(self) -> str:
+        """Return the outbox member: JSON with sorted keys, the same bytes for the same sale."""
+        fields = {
+            "buyer": self.buyer,
+            "item": self.item,
+            "price": self.price,
+            "sale": self.sale_id,
+            "seller": self.seller,
+            "time": self.sold_at,
+        }
+        return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    @classmethod
+    def from_record(cls, raw: bytes | str) -> "Sale":
+        """Parse an outbox member; raise ValueError when it is not a sale record."""
+        try:
+            fields = json.loads(raw)
+            sale = cls(
+                sale_id=fields["sale"],
+                seller=fields["seller"],
+                buyer=fields["buyer"],
+                item=fields["item"],
+                price=fields["price"],
+                sold_at=fields["time"],
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"not a sale record: {raw!r}") from exc
+        if not isinstance(sale.price, int) or not isinstance(sale.sold_at, (int, float)):
+            raise ValueError(f"not a sale record: {raw!r}")
+        return sale
+
+
+@dataclass(frozen=True)
 class Purchase:
     """A completed purchase and what it cost to get it through."""
 
@@ -98,6 +176,7 @@ class Purchase:
     price: int  # cents
     strategy: str
     retries: int  # WATCH conflicts retried (always 0 for "lua")
+    sale: Sale  # the record the purchase wrote to the outbox
 
 
 def user_key(user: str) -> str:
@@ -110,6 +189,14 @@ def inventory_key(user: str) -> str:
 
 def listings_key() -> str:
     return keys.make_key(COMPONENT, TAG, "listings")
+
+
+def outbox_key() -> str:
+    return keys.make_key(COMPONENT, TAG, "outbox")
+
+
+def notice_key(sale_id: str) -> str:
+    return keys.make_key(COMPONENT, TAG, "notice", keys.validate_key_part(sale_id, "sale id"))
 
 
 def listing_member(item: str, seller: str) -> str:
@@ -159,12 +246,22 @@ def create_user(name: str, funds: int = 0, *, client: redis.Redis | None = None)
 
 
 def give_item(user: str, item: str, *, client: redis.Redis | None = None) -> bool:
-    """Put ``item`` in ``user``'s inventory; return False when it was already there."""
+    """Put a new ``item`` in ``user``'s inventory; return False when it was already there.
+
+    Raise ItemListed when the user has an item of that name on the market (a
+    second one would be in two places once the listing is cancelled), UnknownUser.
+    """
     user = keys.validate_key_part(user, "user")
     item = keys.validate_key_part(item, "item")
-    client = _client(client)
-    _require_user(client, user)
-    return bool(client.sadd(inventory_key(user), item))
+    code = lua.script(_client(client), "market_give")(
+        keys=[user_key(user), inventory_key(user), listings_key()],
+        args=[item, listing_member(item, user)],
+    )
+    if code == -3:
+        raise UnknownUser(user)
+    if code == -1:
+        raise ItemListed(user, item)
+    return code == 1
 
 
 def get_funds(user: str, *, client: redis.Redis | None = None) -> int:
@@ -225,8 +322,9 @@ def list_item(
 
     WATCHes the inventory so a concurrent sale or listing of the same item
     cannot slip in between the check and the move. Raise ItemNotHeld when the
-    seller does not hold the item, UnknownUser, InvalidPrice, or MarketBusy after
-    REDISPARTS["MARKET_RETRY_TIMEOUT"] seconds of conflicts. Return the retries.
+    seller does not hold the item, ItemListed when it is already listed (its
+    price stays; cancel to reprice), UnknownUser, InvalidPrice, or MarketBusy
+    after REDISPARTS["MARKET_RETRY_TIMEOUT"] seconds of conflicts. Return the retries.
     """
     seller = keys.validate_key_part(seller, "user")
     item = keys.validate_key_part(item, "item")
@@ -237,7 +335,12 @@ def list_item(
     member = listing_member(item, seller)
 
     def attempt(pipe: Pipeline) -> None:
+        # Only the inventory is watched: every step that puts <item>:<seller> on the
+        # market takes the item out of this inventory, so the check below cannot go
+        # stale before EXEC without a WatchError.
         pipe.watch(inventory)
+        if pipe.zscore(listings_key(), member) is not None:
+            raise ItemListed(seller, item)
         if not pipe.sismember(inventory, item):
             raise ItemNotHeld(seller, item)
         pipe.multi()
@@ -291,6 +394,7 @@ class _Order:
     seller: str
     item: str
     price: int
+    sale: Sale
 
 
 def purchase(
@@ -305,8 +409,9 @@ def purchase(
     """Buy ``item`` listed by ``seller`` if it still costs ``expected_price`` cents.
 
     ``strategy`` is one of STRATEGIES (default REDISPARTS["MARKET_PURCHASE_STRATEGY"]).
-    Money moves from buyer to seller and the item to the buyer's inventory in
-    one atomic step, or nothing happens and a MarketError subclass says why.
+    Money moves from buyer to seller, the item to the buyer's inventory and the
+    sale record into the outbox in one atomic step, or nothing happens and a
+    MarketError subclass says why. The returned Purchase carries the Sale.
     """
     buyer = keys.validate_key_part(buyer, "user")
     seller = keys.validate_key_part(seller, "user")
@@ -318,14 +423,20 @@ def purchase(
     if buyer == seller:
         raise OwnItem(buyer, item)
     client = _client(client)
-    order = _Order(buyer, seller, item, expected_price)
+    sale = Sale(new_sale_id(), seller, buyer, item, expected_price, time.time())
+    order = _Order(buyer, seller, item, expected_price, sale)
     if strategy == "lua":
         retries = _purchase_lua(client, order)
     elif strategy == "watch":
         retries = _purchase_watch(client, order)
     else:
         retries = _purchase_locked(client, order, strategy)
-    return Purchase(buyer, seller, item, expected_price, strategy, retries)
+    return Purchase(buyer, seller, item, expected_price, strategy, retries, sale)
+
+
+def new_sale_id() -> str:
+    """Return a fresh sale id (32 hex digits, random: ids never repeat across hosts)."""
+    return uuid.uuid4().hex
 
 
 _LUA_REFUSALS = {-1: "not listed", -2: "funds", -3: "unknown buyer"}
@@ -338,8 +449,16 @@ def _purchase_lua(client: redis.Redis, order: _Order) -> int:
             user_key(order.buyer),
             user_key(order.seller),
             inventory_key(order.buyer),
+            outbox_key(),
         ],
-        args=[listing_member(order.item, order.seller), order.item, order.price],
+        args=[
+            listing_member(order.item, order.seller),
+            order.item,
+            order.price,
+            listing_member(order.item, order.buyer),
+            order.sale.record(),
+            int(order.sale.sold_at * 1000),
+        ],
     )
     if code == 1:
         return 0
@@ -349,18 +468,22 @@ def _purchase_lua(client: redis.Redis, order: _Order) -> int:
         raise ListingNotFound(order.seller, order.item)
     if code == -2:
         raise InsufficientFunds(order.buyer, int(value), order.price)
+    if code == -4:
+        raise ItemAlreadyHeld(order.buyer, order.item)
     raise UnknownUser(order.buyer)
 
 
 def _purchase_watch(client: redis.Redis, order: _Order) -> int:
     """Check and commit under WATCH of the market and the buyer; return the retries."""
     market, buyer = listings_key(), user_key(order.buyer)
+    inventory = inventory_key(order.buyer)
     member = listing_member(order.item, order.seller)
+    record, sold_at = order.sale.record(), int(order.sale.sold_at * 1000)
 
     def attempt(pipe: Pipeline) -> None:
-        # The seller's funds and the buyer's inventory only grow by commutative
-        # HINCRBY/SADD, so they need no WATCH.
-        pipe.watch(market, buyer)
+        # The seller's funds only grow by commutative HINCRBY, so they need no WATCH;
+        # the buyer's inventory is watched for the one-item-per-name check.
+        pipe.watch(market, buyer, inventory)
         listed = pipe.zscore(market, member)
         funds = pipe.hget(buyer, "funds")
         if funds is None:
@@ -371,11 +494,17 @@ def _purchase_watch(client: redis.Redis, order: _Order) -> int:
             raise PriceChanged(order.item, order.price, int(listed))
         if int(funds) < order.price:
             raise InsufficientFunds(order.buyer, int(funds), order.price)
+        if pipe.sismember(inventory, order.item) or pipe.zscore(
+            market, listing_member(order.item, order.buyer)
+        ):
+            raise ItemAlreadyHeld(order.buyer, order.item)
         pipe.multi()
         pipe.hincrby(user_key(order.seller), "funds", order.price)
         pipe.hincrby(buyer, "funds", -order.price)
-        pipe.sadd(inventory_key(order.buyer), order.item)
+        pipe.sadd(inventory, order.item)
         pipe.zrem(market, member)
+        # The sale record commits with the sale or not at all: the outbox.
+        pipe.zadd(outbox_key(), {record: sold_at})
         pipe.execute()
 
     return _retry_on_conflict(client, attempt, f"purchase of {order.item!r}")
@@ -407,3 +536,92 @@ def _purchase_locked(client: redis.Redis, order: _Order, strategy: str) -> int:
         # The lock expired before the release; WATCH still made the commit safe.
         logger.warning("purchase lock %r expired before release; purchase committed", name)
     return retries
+
+
+# --- the outbox and the notice markers ---------------------------------------------------
+
+
+def pending_sales(limit: int = 100, *, client: redis.Redis | None = None) -> list[Sale]:
+    """Return up to ``limit`` sales not yet relayed, oldest first."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit must be an integer from 1 to {MAX_PAGE}, got {limit!r}")
+    rows = _client(client).zrange(outbox_key(), 0, limit - 1)
+    return [Sale.from_record(raw) for raw in rows]
+
+
+def count_pending_sales(*, client: redis.Redis | None = None) -> int:
+    """Return the number of sales in the outbox."""
+    return _client(client).zcard(outbox_key())
+
+
+def relay_sales(
+    deliver: Callable[[Sale], object], limit: int = 100, *, client: redis.Redis | None = None
+) -> int:
+    """Hand up to ``limit`` pending sales, oldest first, to ``deliver``; return how many.
+
+    Each record leaves the outbox only after ``deliver(sale)`` returned, so a
+    relay killed in between, or two relays at once, deliver a sale again:
+    ``deliver`` must be idempotent per ``sale.sale_id``. An exception from
+    ``deliver`` (or a record that does not parse: ValueError) propagates and
+    leaves that record and the later ones pending. Keys: rp:market:{market}:outbox.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit must be an integer from 1 to {MAX_PAGE}, got {limit!r}")
+    client = _client(client)
+    delivered = 0
+    for raw in client.zrange(outbox_key(), 0, limit - 1):
+        deliver(Sale.from_record(raw))
+        # ZREM of the exact member: safe beside other relays, unlike trimming by rank.
+        client.zrem(outbox_key(), raw)
+        delivered += 1
+    return delivered
+
+
+def relay_sale(
+    sale: Sale, deliver: Callable[[Sale], object], *, client: redis.Redis | None = None
+) -> bool:
+    """Deliver one sale now (the fast path after a purchase) and drop its outbox record.
+
+    Same contract as relay_sales; return False when a relay had already dropped it
+    (it was delivered then, and ``deliver`` ran again here, idempotently).
+    """
+    deliver(sale)
+    return bool(_client(client).zrem(outbox_key(), sale.record()))
+
+
+SENT = b"sent"
+
+
+def begin_notice(sale_id: str, claim_ttl: float, *, client: redis.Redis | None = None) -> str:
+    """Claim the sending of the sale's notice; return a claim token, "sent" or "busy".
+
+    A token: send, then call finish_notice (or abandon_notice on failure).
+    "sent": a previous run sent it; do nothing. "busy": another run holds a claim
+    (or died holding it, until ``claim_ttl`` seconds pass); try again later.
+    Bound: a run killed after the notice left and before finish_notice makes the
+    next run after ``claim_ttl`` send it again (at most once per such kill).
+    Keys: rp:market:{market}:notice:<sale id>.
+    """
+    key = notice_key(sale_id)
+    if not isinstance(claim_ttl, (int, float)) or isinstance(claim_ttl, bool) or claim_ttl <= 0:
+        raise ValueError(f"claim_ttl must be a positive number of seconds, got {claim_ttl!r}")
+    client = _client(client)
+    token = f"sending:{secrets.token_hex(8)}"
+    if client.set(key, token, nx=True, px=max(1, int(claim_ttl * 1000))):
+        return token
+    return "sent" if client.get(key) == SENT else "busy"
+
+
+def finish_notice(sale_id: str, keep: float, *, client: redis.Redis | None = None) -> None:
+    """Mark the sale's notice sent for ``keep`` seconds (redeliveries within it send nothing)."""
+    if not isinstance(keep, (int, float)) or isinstance(keep, bool) or keep <= 0:
+        raise ValueError(f"keep must be a positive number of seconds, got {keep!r}")
+    _client(client).set(notice_key(sale_id), SENT, px=max(1, int(keep * 1000)))
+
+
+def abandon_notice(sale_id: str, token: str, *, client: redis.Redis | None = None) -> bool:
+    """Drop the claim ``token`` (the send failed) so a retry may send; False if not held."""
+    client = _client(client)
+    return bool(
+        lua.script(client, "market_notice_abandon")(keys=[notice_key(sale_id)], args=[token])
+    )
