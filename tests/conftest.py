@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import redis
-from django.core.management import call_command
 from django.test import override_settings
 
 from redisparts_app import conf
@@ -23,6 +22,12 @@ from redisparts_app.connection import get_redis, reset_clients
 from redisparts_app.testing import LocalCluster, RedisServer
 
 EXTERNAL_URL_ENV = "REDISPARTS_TEST_REDIS_URL"
+
+# The demo site's tests (tests/demo/) run only under the demo's settings:
+# `pytest tests/demo --ds=tests.demo.settings`. pytest-django sets DJANGO_SETTINGS_MODULE
+# (from --ds, the environment or pyproject.toml) before this file is imported.
+DEMO_SETTINGS = "tests.demo.settings"
+collect_ignore = [] if os.environ.get("DJANGO_SETTINGS_MODULE") == DEMO_SETTINGS else ["demo"]
 
 
 @pytest.fixture(scope="session")
@@ -118,9 +123,3 @@ def redis_server_factory(
     yield start
     for server in reversed(started):
         server.stop()
-
-
-@pytest.fixture
-def demo(transactional_db, redis_client) -> None:
-    """The demo data; real commits, so writes deferred to on_commit (queued tasks) happen."""
-    call_command("load_demo", verbosity=0)

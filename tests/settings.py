@@ -1,19 +1,74 @@
-"""Test settings: the demo's, with Redis pointed at the servers the tests start."""
+"""Settings of the app's own tests: redisparts_app in a minimal project, no demo site.
 
-from marketplace.settings import *  # noqa: F403
+The session fixture in conftest.py points CACHES at the redis-server the tests start.
+CONNECTIONS stays at its default (conftest.py points the default at a cluster for tests
+marked cluster). The demo's tests use tests/demo/settings.py instead.
+"""
 
-# The session fixture in conftest.py points CACHES at its own redis-server.
-# CONNECTIONS stays at its default (conftest.py points the default at a cluster for
-# tests marked cluster).
-REDISPARTS = {
-    **{name: value for name, value in REDISPARTS.items() if name != "CONNECTIONS"},  # noqa: F405
-    "EMBEDDED": None,
-}
+SECRET_KEY = "redisparts-tests-only"
+DEBUG = False
+ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "health_check",  # the template of /health/ (the monitoring extra)
+    "redisparts_app",
+    # A test-only app whose model guards writes with lock fencing tokens (test_locks.py).
+    "tests.fencing",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "redisparts_app.middleware.RedisUnavailableMiddleware",
+    "redisparts_app.middleware.MaintenanceMiddleware",
+    "redisparts_app.middleware.PresenceMiddleware",
+    "redisparts_app.middleware.ResponseTimeMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "tests.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+# A placeholder: the session fixture in conftest.py overrides it with its own server.
 CACHES = {
     "default": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": "redis://127.0.0.1:1/0"}
 }
-DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+
+REDISPARTS = {
+    "KEY_PREFIX": "rp",
+    "MAINTENANCE_EXEMPT_PATHS": ["/admin/", "/metrics", "/health/"],
+    "EMBEDDED": None,
+}
+
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
-# A test-only app whose model guards writes with lock fencing tokens (test_locks.py).
-INSTALLED_APPS = [*INSTALLED_APPS, "tests.fencing"]  # noqa: F405
+DEFAULT_FROM_EMAIL = "app@redisparts.test"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"

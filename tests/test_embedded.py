@@ -140,29 +140,3 @@ def test_data_dir_files(embedded):
     embedded.start()
     names = {path.name for path in Path(embedded.data_dir).iterdir()}
     assert {"redis.sock", "redis.pid", "redis.log", "appendonly.aof"} <= names
-
-
-def _manage(*args: str, data_dir: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    env.update(DJANGO_SETTINGS_MODULE="marketplace.settings", REDISPARTS_DATA_DIR=str(data_dir))
-    manage = Path(__file__).resolve().parent.parent / "manage.py"
-    return subprocess.run(
-        [sys.executable, str(manage), *args], env=env, capture_output=True, text=True, timeout=60
-    )
-
-
-@pytest.mark.slow
-def test_django_processes_autostart_the_server_but_rp_embedded_does_not(tmp_path):
-    data_dir = tmp_path / "auto"
-    stopped = _manage("rp_embedded", "status", data_dir=data_dir)
-    assert stopped.returncode == 3
-    assert "not running" in stopped.stderr
-    try:
-        checked = _manage("check", data_dir=data_dir)
-        assert checked.returncode == 0, checked.stderr
-        assert "redisparts.W001" not in checked.stderr
-        assert EmbeddedRedis(data_dir).is_running()
-    finally:
-        stop = _manage("rp_embedded", "stop", data_dir=data_dir)
-    assert "Stopped." in stop.stdout
-    assert not EmbeddedRedis(data_dir).is_running()

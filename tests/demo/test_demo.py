@@ -17,7 +17,7 @@ from django.test import override_settings
 
 from redisparts_app.testing import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _alive(pid: int) -> bool:

@@ -16,7 +16,7 @@ from bench.load import scenario
 from redisparts_app.services import chat, market
 from redisparts_app.testing import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MANAGE = str(ROOT / "manage.py")
 
 

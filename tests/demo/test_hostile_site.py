@@ -24,9 +24,9 @@ from marketplace.demo_data import CHAT_ID
 from redisparts_app.services import chat, config
 from redisparts_app.services.autocomplete import AddressBook
 from redisparts_app.services.mail import Mailbox
+from tests.demo.site_helpers import ERROR, GUARDS, client_for, data_snapshot
+from tests.demo.test_access import ACCESS
 from tests.hostile import SAMPLES, SCRIPT, SURROGATE, UNESCAPED, always, few, hostile_text
-from tests.site_helpers import ERROR, GUARDS, client_for, data_snapshot
-from tests.test_access import ACCESS
 
 # What travels over HTTP is UTF-8: no lone surrogates.
 hostile = hostile_text(surrogates=False)

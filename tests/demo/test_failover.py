@@ -14,8 +14,8 @@ from django.test import override_settings
 from redisparts_app.exceptions import TaskNotReplicated
 from redisparts_app.services.tasks import TaskQueue
 from redisparts_app.testing import SentinelSetup, wait_until
+from tests.demo.faults import start_command, stop_command, until_stopped
 from tests.fault_tasks import record_run, runs
-from tests.faults import start_command, stop_command, until_stopped
 from tests.processes import CONTEXT, run_in_processes
 
 ENQUEUERS = 2

@@ -28,7 +28,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from marketplace.demo_data import CHAT_ID
 from redisparts_app.services.mail import Mailbox
-from tests.site_helpers import GUARDS, client_for, data_snapshot
+from tests.demo.site_helpers import GUARDS, client_for, data_snapshot
 from tests.tasks_helpers import fails_until_flag
 
 LOGIN = "login"

@@ -16,8 +16,7 @@ from redisparts_app.exceptions import ListingNotFound, MarketError
 from redisparts_app.services import chat, market
 from redisparts_app.services.tasks import TaskQueue
 from redisparts_app.testing import RedisServer, wait_until
-from tests.fault_tasks import record_run, runs
-from tests.faults import (
+from tests.demo.faults import (
     OUTAGE,
     backoff_delays,
     retry_through_outage,
@@ -25,6 +24,7 @@ from tests.faults import (
     stop_command,
     until_stopped,
 )
+from tests.fault_tasks import record_run, runs
 from tests.processes import CONTEXT, run_in_processes
 
 AOF_ALWAYS = ["--appendonly", "yes", "--appendfsync", "always"]

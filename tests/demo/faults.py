@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # What a client sees while Redis is down or failing over: the call may or may not have
 # taken effect, so the workloads count it as not acknowledged.
 OUTAGE = (redis.ConnectionError, redis.TimeoutError, redis.ReadOnlyError)

@@ -21,7 +21,7 @@ from django.urls import reverse
 from marketplace.demo_data import CHAT_ID
 from redisparts_app.services.mail import Mailbox
 from redisparts_app.services.tasks import TaskQueue, Worker
-from tests.site_helpers import ERROR, GUARDS, client_for, data_snapshot
+from tests.demo.site_helpers import ERROR, GUARDS, client_for, data_snapshot
 from tests.tasks_helpers import fails_until_flag
 
 HUGE = "x" * 10_000

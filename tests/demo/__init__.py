@@ -1,0 +1,1 @@
+"""Tests of the demo site (``marketplace``): run with ``--ds=tests.demo.settings``."""
