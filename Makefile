@@ -23,9 +23,12 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/python manage.py demo
 
+# The app's tests run on app-only settings; the demo's tests on the demo's settings.
 test: $(STAMP)
 	$(BIN)/python -m ruff check .
+	$(BIN)/python -m ruff format --check .
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/demo --ds=tests.demo.settings $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check .
