@@ -242,7 +242,7 @@ def test_redelivered_sold_email_task_sends_one_email(db, redis_client):
 
 
 def test_failed_send_leaves_the_sale_unsent_so_a_retry_sends_it(db, redis_client):
-    failing = override_settings(EMAIL_BACKEND="tests.test_market_outbox.FailingBackend")
+    failing = override_settings(EMAIL_BACKEND="tests.demo.test_market_outbox.FailingBackend")
     with failing, pytest.raises(OSError, match="SMTP server unavailable"):
         site_tasks.send_sold_email(**SALE)
     site_tasks.send_sold_email(**SALE)
