@@ -106,6 +106,8 @@ def _queue_errors() -> list[CheckMessage]:
     # name -> (whole numbers only, smallest allowed value)
     rules = {
         "QUEUE_LEASE": (False, 0.001),
+        "QUEUE_HEARTBEAT": (False, 0.001),
+        "QUEUE_WORKER_TIMEOUT": (False, 0.001),
         "QUEUE_RETRY_DELAY": (False, 0.001),
         "QUEUE_RETRY_MAX_DELAY": (False, 0.001),
         "QUEUE_DEDUP_TTL": (False, 0.001),

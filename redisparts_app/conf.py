@@ -97,6 +97,15 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a worker holds a task before the reaper may hand it to another worker;
     # the worker extends it every third of this while the task runs.
     "QUEUE_LEASE": 60.0,
+    # Seconds between a worker's heartbeats (which also extend its tasks' leases), and
+    # seconds without one after which the reaper hands a worker's tasks to others.
+    "QUEUE_HEARTBEAT": 1.0,
+    "QUEUE_WORKER_TIMEOUT": 3.0,
+    # Default time limits of a task, in seconds (None: none); a task's own limits win.
+    # Soft: SoftTimeLimitExceeded is raised in the task. Hard: the process running it is
+    # killed and replaced (prefork pool; the other pools stop renewing its lease).
+    "QUEUE_SOFT_TIME_LIMIT": None,
+    "QUEUE_TIME_LIMIT": None,
     # Deliveries after which a task whose worker died goes to quarantine.
     "QUEUE_MAX_DELIVERIES": 5,
     # Retries of a task that raises, when its @task gives none.

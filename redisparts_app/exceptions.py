@@ -307,6 +307,13 @@ class InvalidTask(RedisPartsError, ValueError):
     """A task, its arguments or its options were refused before anything was written."""
 
 
+class SoftTimeLimitExceeded(RedisPartsError):
+    """Raised inside a task that ran past its soft time limit; catch it to clean up."""
+
+    def __init__(self) -> None:
+        super().__init__("the task ran past its soft time limit")
+
+
 class TaskNotReplicated(RedisPartsError):
     """An enqueued task reached the master but not enough replicas in time.
 

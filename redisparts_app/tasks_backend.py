@@ -10,8 +10,13 @@ backport on 5.2) that runs tasks through redisparts' task queues.
     }
 
 A ``@task`` function's ``queue_name`` is the redisparts queue; ``rp_worker``
-listening on it runs it. ``run_after`` is supported (the delayed set), priority
-is not (use queue order). Results (status, return value, errors with
+listening on it runs it. ``run_after`` is supported (the delayed set); a priority
+above the default puts the task at the head of its queue (before the tasks already
+waiting there), the default or a lower one at its tail; priorities across queues
+come from the order of the worker's queues. ``async def`` tasks run on an event loop
+of their own in the worker. Tested with the django-tasks backport on Django 5.2;
+Django 6's ``django.tasks`` has the same interface and is imported first when
+present. Results (status, return value, errors with
 tracebacks, worker ids) live in ``<prefix>:queue:{<group>}:result:<id>`` as
 JSON for REDISPARTS["QUEUE_RESULT_TTL"] seconds after their last update, and
 are read back with ``get_result(id)`` from any process. A task that raises is
@@ -38,12 +43,24 @@ from .services.tasks.queue import new_task_id
 
 try:  # Django 6 ships the API; Django 5.2 uses the backport.
     from django.tasks.backends.base import BaseTaskBackend
-    from django.tasks.base import TaskContext, TaskError, TaskResult, TaskResultStatus
+    from django.tasks.base import (
+        DEFAULT_TASK_PRIORITY,
+        TaskContext,
+        TaskError,
+        TaskResult,
+        TaskResultStatus,
+    )
     from django.tasks.exceptions import TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
 except ImportError:
     from django_tasks.backends.base import BaseTaskBackend
-    from django_tasks.base import TaskContext, TaskError, TaskResult, TaskResultStatus
+    from django_tasks.base import (
+        DEFAULT_TASK_PRIORITY,
+        TaskContext,
+        TaskError,
+        TaskResult,
+        TaskResultStatus,
+    )
     from django_tasks.exceptions import TaskResultDoesNotExist
     from django_tasks.signals import task_enqueued, task_finished, task_started
 
@@ -55,6 +72,8 @@ class RedisTaskBackend(BaseTaskBackend):
 
     supports_defer = True
     supports_get_result = True
+    supports_priority = True
+    supports_async_task = True
 
     def __init__(self, alias: str, params: dict) -> None:
         super().__init__(alias, params)
@@ -91,16 +110,22 @@ class RedisTaskBackend(BaseTaskBackend):
         def push() -> None:
             # The result first: a worker that takes the task at once finds it.
             save_result(queue, result)
-            queue.enqueue(
+            queue._enqueue(
                 task.module_path,
-                args=result.args,
-                kwargs=result.kwargs,
-                queue=task.queue_name,
-                delay=delay,
-                max_retries=0,
-                on_commit=False,
-                task_id=result.id,
+                result.args,
+                result.kwargs,
+                task.queue_name,
+                delay,
+                0,  # max retries: the Tasks API has none
+                None,
+                None,
+                False,  # on commit: handled here
+                None,
+                result.id,
+                None,
+                None,
                 kind="django",
+                front=task.priority > DEFAULT_TASK_PRIORITY,
             )
             task_enqueued.send(type(self), task_result=result)
 

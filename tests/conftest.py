@@ -56,6 +56,22 @@ def _redis_settings(redis_url: str) -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _keep_test_database_connections() -> Iterator[None]:
+    """Workers run in-process here: keep the test database's connections across tasks,
+    as Django's test runner does across requests (see test_tasks_runtime for the real
+    hygiene, in worker processes of their own)."""
+    from django.db import close_old_connections
+
+    from redisparts_app.services.tasks.pool import task_finished, task_started
+
+    task_started.disconnect(close_old_connections)
+    task_finished.disconnect(close_old_connections)
+    yield
+    task_started.connect(close_old_connections)
+    task_finished.connect(close_old_connections)
+
+
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """One local Redis Cluster for the session: 3 masters and 3 replicas on loopback."""

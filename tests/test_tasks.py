@@ -8,6 +8,7 @@ from django.core import mail
 from django.db import transaction
 from django.test import override_settings
 
+from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import (
     InvalidKeyPart,
     InvalidTask,
@@ -228,9 +229,23 @@ def test_duplicate_enqueue_with_a_dedup_key_runs_once(redis_client):
     other = record.enqueue_with(args=["other"], dedup_key="order-43")
     assert second == first
     assert other != first
+    assert 0 < redis_client.pttl(TaskQueue().key("dedup", "order-42")) <= 3600 * 1000
     Worker(["default"]).run(burst=True)
     assert sorted(labels(redis_client)) == ["once", "other"]
-    assert 0 < redis_client.pttl(TaskQueue().key("dedup", "order-42")) <= 3600 * 1000
+    # Released when the task is done: the next order-42 is a new task.
+    assert not redis_client.exists(TaskQueue().key("dedup", "order-42"))
+    assert record.enqueue_with(args=["again"], dedup_key="order-42") != first
+
+
+def test_dedup_key_is_kept_while_the_task_retries_and_released_when_it_fails(redis_client):
+    with override_settings(REDISPARTS={"QUEUE_RETRY_DELAY": 0.01}):
+        first = flaky.enqueue_with(args=["f"], dedup_key="pay-1")
+        worker = Worker(["default"], maintenance_interval=0.01)
+        worker.run(max_tasks=1)  # the first run fails: a retry, the key is kept
+        assert flaky.enqueue_with(args=["f"], dedup_key="pay-1") == first
+        while TaskQueue().counts()["failed"] == 0:
+            worker.run(burst=True)
+    assert not redis_client.exists(TaskQueue().key("dedup", "pay-1"))
 
 
 def test_listings_page_through_ranges(redis_client):
@@ -338,7 +353,7 @@ def test_on_commit_false_enqueues_at_once(redis_client):
         (lambda: record.enqueue(object()), InvalidTask, "JSON-serialisable"),
         (lambda: record.enqueue(float("nan")), InvalidTask, "JSON-serialisable"),
         (lambda: record.enqueue("x" * 70000), InvalidTask, "QUEUE_MAX_ARGS_BYTES"),
-        (lambda: record.enqueue_in(-1, "x"), InvalidTask, "delay"),
+        (lambda: record.enqueue_in(float("inf"), "x"), InvalidTask, "delay"),
         (lambda: record.enqueue_in("soon", "x"), InvalidTask, "delay"),
         (lambda: enqueue("bad:name"), InvalidKeyPart, "task name"),
         (lambda: enqueue(""), InvalidKeyPart, "task name"),
@@ -554,28 +569,45 @@ def test_release_puts_unstarted_tasks_back_in_order_uncounted(redis_client):
     assert len(queue.claim(["default"], "w-2", lease=30, count=3)) == 3
 
 
-def test_worker_claims_fast_tasks_in_batches(redis_client):
+def test_worker_records_each_task_in_the_call_that_claims_the_next(redis_client):
     for n in range(300):
         record.enqueue(f"t{n}")
     counting = counting_like(redis_client)
-    assert Worker(["default"], client=counting, batch_window=1.0).run(burst=True) == 300
+    assert Worker(["default"], client=counting).run(burst=True) == 300
     scripts = counting.commands.count("EVALSHA") + counting.commands.count("EVAL")
-    # One claim and one acknowledgement per batch, not per task.
-    assert scripts < 60
+    # One script call per task (record the last, claim the next), not two; a few more
+    # for heartbeats and maintenance.
+    assert 300 <= scripts < 330
     assert sorted(labels(redis_client)) == sorted(f"t{n}" for n in range(300))
     assert TaskQueue().counts()["inflight"] == 0
 
 
-def test_worker_with_batch_one_claims_task_by_task(redis_client):
-    for n in range(5):
-        record.enqueue(f"t{n}")
-    counting = counting_like(redis_client)
-    assert Worker(["default"], client=counting, batch=1).run(burst=True) == 5
-    claims = [c for c in counting.commands if c in ("EVALSHA", "EVAL")]
-    assert len(claims) >= 10  # a claim and an acknowledgement per task
-    for wrong in (0, 501, True, 2.0):
-        with pytest.raises(InvalidTask, match="batch must be"):
-            Worker(["default"], batch=wrong)
+@task(name="tests.count_inflight", queue="default", max_retries=0)
+def count_inflight(label: str) -> None:
+    get_redis().rpush("test:tasks:inflight", TaskQueue().counts()["inflight"])
+    record.func(label)
+
+
+def test_worker_holds_no_unstarted_task_unless_asked_to_prefetch(redis_client):
+    for n in range(6):
+        count_inflight.enqueue(f"t{n}")
+    assert Worker(["default"]).run(burst=True, max_tasks=3) == 3
+    assert redis_client.lrange("test:tasks:inflight", 0, -1) == [b"1"] * 3
+    redis_client.delete("test:tasks:inflight")
+    assert Worker(["default"], prefetch=2).run(burst=True) == 3
+    # The running task plus two claimed ahead, then fewer as the queue runs dry.
+    assert redis_client.lrange("test:tasks:inflight", 0, -1) == [b"3", b"2", b"1"]
+    for wrong in (-1, 501, True, 2.0):
+        with pytest.raises(InvalidTask, match="prefetch must"):
+            Worker(["default"], prefetch=wrong)
+
+
+def test_a_delay_at_or_below_zero_runs_now(redis_client):
+    record.enqueue_in(-1.5, "late")
+    record.enqueue_in(0, "now")
+    assert TaskQueue().counts()["delayed"] == 0
+    assert Worker(["default"]).run(burst=True) == 2
+    assert labels(redis_client) == ["late", "now"]
 
 
 STOPPING: list[Worker] = []

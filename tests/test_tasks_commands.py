@@ -29,10 +29,10 @@ def test_burst_runs_every_queued_task_then_exits(redis_client):
     assert redis_client.lrange(ORDER, 0, -1) == [b"t0", b"t1", b"t2"]
 
 
-def test_batch_one_runs_tasks_one_by_one_in_order(redis_client):
+def test_prefetch_runs_tasks_one_by_one_in_order(redis_client):
     for n in range(3):
         record.enqueue(f"t{n}")
-    assert "Ran 3 task(s)." in run("rp_worker", "default", "--burst", "--batch", "1")
+    assert "Ran 3 task(s)." in run("rp_worker", "default", "--burst", "--prefetch", "2")
     assert redis_client.lrange(ORDER, 0, -1) == [b"t0", b"t1", b"t2"]
 
 
@@ -61,8 +61,12 @@ def test_queues_are_taken_in_the_order_given(redis_client):
         (["a", "a", "--burst"], "repeat"),
         (["--lease", "0", "--burst"], "lease"),
         (["--lease", "nan", "--burst"], "lease"),
-        (["--batch", "0", "--burst"], "batch must be a whole number from 1 to 500"),
-        (["--batch", "501", "--burst"], "batch must be"),
+        (["--prefetch", "-1", "--burst"], "prefetch must be a whole number"),
+        (["--prefetch", "501", "--burst"], "prefetch must be at most 500"),
+        (["--concurrency", "0", "--burst"], "concurrency must be a whole number"),
+        (["--pool", "solo", "--concurrency", "2", "--burst"], "solo pool runs one task"),
+        (["--time-limit", "0", "--burst"], "time_limit must be None or a number"),
+        (["--soft-time-limit", "-1", "--burst"], "soft_time_limit must be"),
         (["--group", "g{1}", "--burst"], "queue group"),
         (["--import", "no.such.module", "--burst"], "cannot import 'no.such.module'"),
     ],

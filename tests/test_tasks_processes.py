@@ -1,7 +1,7 @@
-"""Task queues across processes: workers killed with SIGKILL lose no task (also in the
-middle of a batch), a task that kills its worker ends in quarantine alone, workers
-claiming batches run each task once, concurrent schedulers enqueue each delayed task
-exactly once, and SIGTERM lets the current task finish.
+"""Task queues across processes: workers killed with SIGKILL lose no task, a task that
+kills its worker ends in quarantine alone, workers run each task once, concurrent
+schedulers enqueue each delayed task exactly once, and SIGTERM lets the current task
+finish.
 
 Completions are recorded by the tasks themselves in keys outside the queue's
 keyspace (tests.tasks_helpers.DONE / RUNS), an independent check of the invariant.
@@ -137,7 +137,7 @@ def test_sigterm_lets_the_current_task_finish(redis_client):
     assert counts["queues"]["default"] == 1  # the next task was left for another worker
 
 
-def test_three_workers_claiming_batches_run_every_task_exactly_once(redis_client):
+def test_three_workers_run_every_task_exactly_once_with_one_script_call_each(redis_client):
     expected = {f"b{n}" for n in range(600)}
     for label in sorted(expected):
         record.enqueue(label)
@@ -149,8 +149,10 @@ def test_three_workers_claiming_batches_run_every_task_exactly_once(redis_client
         assert [stop(worker) for worker in workers] == [0, 0, 0]
     runs = {k.decode(): int(v) for k, v in redis_client.hgetall(RUNS).items()}
     assert runs == dict.fromkeys(expected, 1)  # no task was claimed by two workers
-    # The workers' scripts (claims, acknowledgements, upkeep): far fewer than the tasks.
-    assert command_calls(redis_client, "evalsha", "eval") - claims_before < len(expected)
+    # One script call per task records it and claims the next; a few more for the
+    # heartbeats, the reaper and the claims that found the queue empty.
+    scripts = command_calls(redis_client, "evalsha", "eval") - claims_before
+    assert len(expected) <= scripts < len(expected) + 300
     assert TaskQueue().counts()["inflight"] == 0
 
 

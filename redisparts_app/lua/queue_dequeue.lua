@@ -1,18 +1,50 @@
--- queue_dequeue.lua: move up to ARGV[3] ready tasks, first queue first, to the in-flight set.
+-- queue_dequeue.lua: record finished tasks as done, then move up to ARGV[3] ready tasks,
+-- first queue first, to the in-flight set: a worker's one round trip between two tasks.
 -- KEYS[1] tasks hash   KEYS[2] in-flight zset (id -> lease deadline ms)
 -- KEYS[3] owners hash (id -> worker id)   KEYS[4] deliveries hash (id -> count)
--- KEYS[5] worker wake list   KEYS[6..] queue lists, highest priority first
--- ARGV[1] worker id   ARGV[2] lease ms   ARGV[3] most tasks to take
--- Returns {id, task JSON, delivery count, id, ...}, empty when every queue is empty.
+-- KEYS[5] worker wake list   KEYS[6..5+q] queue lists, highest priority first
+-- KEYS[6+q..] de-duplication keys of done tasks, released if they still name their task
+-- ARGV[1] worker id   ARGV[2] lease ms   ARGV[3] most tasks to take (0: only record)
+-- ARGV[4] q, the number of queue lists   ARGV[5] n, the number of done task ids
+-- ARGV[6..5+n] done task ids   ARGV[6+n..] for each de-duplication key, its task id
+-- Returns {ids no longer held (reaped or deleted; left as they are), {id, task JSON,
+-- delivery count, id, ...}}; the second list is empty when every queue is empty.
 -- A task delivered before (its worker died holding it, or it is a retry) is only ever
 -- taken alone, so a task that kills its worker is the only one its deaths are counted on.
 -- One wake-up token is dropped per task taken: tokens left stand for tasks still ready,
--- so idle workers are not woken for tasks a batch already took.
+-- so idle workers are not woken for tasks a claim already took.
+local worker, queues, done_count = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
+local lost = {}
+if done_count > 0 then
+  local ids = {unpack(ARGV, 6, 5 + done_count)}
+  local holders = redis.call('hmget', KEYS[3], unpack(ids))
+  local done, held = {}, {}
+  for j, id in ipairs(ids) do
+    if holders[j] == worker then
+      done[#done + 1] = id
+      held[id] = true
+    else
+      lost[#lost + 1] = id
+    end
+  end
+  if #done > 0 then
+    redis.call('zrem', KEYS[2], unpack(done))
+    redis.call('hdel', KEYS[3], unpack(done))
+    redis.call('hdel', KEYS[1], unpack(done))
+    redis.call('hdel', KEYS[4], unpack(done))
+  end
+  for k = 6 + queues, #KEYS do
+    local owner = ARGV[5 + done_count + k - 5 - queues]
+    if held[owner] and redis.call('get', KEYS[k]) == owner then redis.call('del', KEYS[k]) end
+  end
+end
+local wanted = tonumber(ARGV[3])
+local taken = {}
+if wanted == 0 then return {lost, taken} end
 local t = redis.call('time')
 local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
-local wanted = tonumber(ARGV[3])
-local taken, ids, stamps, owners, counts, alone = {}, {}, {}, {}, {}, false
-for i = 6, #KEYS do
+local ids, stamps, owners, counts, alone = {}, {}, {}, {}, false
+for i = 6, 5 + queues do
   while not alone and #ids < wanted do
     local popped = redis.call('lpop', KEYS[i], wanted - #ids)
     if not popped then break end
@@ -30,7 +62,7 @@ for i = 6, #KEYS do
         end
         ids[#ids + 1] = id
         stamps[#stamps + 1], stamps[#stamps + 2] = deadline, id
-        owners[#owners + 1], owners[#owners + 2] = id, ARGV[1]
+        owners[#owners + 1], owners[#owners + 2] = id, worker
         counts[#counts + 1], counts[#counts + 2] = id, delivered + 1
         taken[#taken + 1], taken[#taken + 2], taken[#taken + 3] = id, bodies[j], delivered + 1
         if alone then
@@ -53,4 +85,4 @@ if #ids > 0 then
   redis.call('hset', KEYS[4], unpack(counts))
   redis.call('ltrim', KEYS[5], #ids, -1)
 end
-return taken
+return {lost, taken}

@@ -1,9 +1,13 @@
--- queue_extend.lua: push back the lease deadline of the tasks a worker still holds.
+-- queue_extend.lua: push back the lease deadline of the tasks a worker still holds, and
+-- (with KEYS[3]) record that the worker is alive: its heartbeat.
 -- KEYS[1] in-flight zset (id -> lease deadline ms)   KEYS[2] owners hash (id -> worker id)
+-- KEYS[3] optional workers hash (worker id -> last heartbeat ms, server clock)
 -- ARGV[1] worker id   ARGV[2] lease ms from now   ARGV[3..] task ids
 -- Returns the ids the worker no longer holds (reaped or deleted); those are left alone.
 local t = redis.call('time')
-local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if KEYS[3] then redis.call('hset', KEYS[3], ARGV[1], now) end
+local deadline = now + tonumber(ARGV[2])
 local lost = {}
 for i = 3, #ARGV do
   local id = ARGV[i]

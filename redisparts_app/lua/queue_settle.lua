@@ -2,6 +2,8 @@
 -- KEYS[1] tasks hash   KEYS[2] in-flight zset   KEYS[3] owners hash   KEYS[4] deliveries hash
 -- KEYS[5] delayed zset (id -> due ms)   KEYS[6] failed zset (id -> failed at ms)
 -- KEYS[7] errors hash (id -> error JSON)   KEYS[8] scheduler wake list
+-- KEYS[9] optional de-duplication key of the task, released on done or fail if it still
+-- names the task (a retry keeps it)
 -- ARGV[1] task id   ARGV[2] worker id   ARGV[3] outcome: done | retry | fail
 -- ARGV[4] retry: updated task JSON; fail: error JSON   ARGV[5] retry: delay ms
 -- Returns 1 when settled, 0 when the worker no longer holds the task (its lease expired
@@ -23,5 +25,8 @@ elseif ARGV[3] == 'retry' then
 else
   redis.call('zadd', KEYS[6], now, id)
   redis.call('hset', KEYS[7], id, ARGV[4])
+end
+if KEYS[9] and ARGV[3] ~= 'retry' and redis.call('get', KEYS[9]) == id then
+  redis.call('del', KEYS[9])
 end
 return 1

@@ -13,7 +13,8 @@ from redisparts_app.services.tasks.worker import logger
 class Command(BaseCommand):
     help = (
         "Run queued tasks from the given queues, highest priority first, until SIGTERM or "
-        "Ctrl-C (the current task finishes); waits and retries while Redis is unreachable."
+        "Ctrl-C (running tasks finish, unstarted ones go back; a second signal stops at "
+        "once); waits and retries while Redis is unreachable."
     )
 
     def add_arguments(self, parser):
@@ -30,10 +31,32 @@ class Command(BaseCommand):
             "(default: REDISPARTS['QUEUE_LEASE']; extended while the task runs)",
         )
         parser.add_argument(
-            "--batch",
+            "--concurrency", type=int, default=1, help="tasks run at once (default 1)"
+        )
+        parser.add_argument(
+            "--pool",
+            choices=["solo", "threads", "prefork"],
+            help="where tasks run: this process (solo, the default for one task at a time), "
+            "threads (for I/O-bound tasks) or child processes (prefork, the default for "
+            "--concurrency above 1; needed to enforce --time-limit)",
+        )
+        parser.add_argument(
+            "--prefetch",
             type=int,
-            help="most tasks claimed at once when tasks are fast (default 100; 1: one at a "
-            "time; a claim aims at 50 ms of work, so slow tasks always go one at a time)",
+            default=0,
+            help="tasks claimed ahead of a free slot (default 0: none held unstarted)",
+        )
+        parser.add_argument(
+            "--soft-time-limit",
+            type=float,
+            help="seconds after which SoftTimeLimitExceeded is raised in a task "
+            "(default: REDISPARTS['QUEUE_SOFT_TIME_LIMIT'])",
+        )
+        parser.add_argument(
+            "--time-limit",
+            type=float,
+            help="seconds after which the process running a task is killed and the task "
+            "recorded as failed (prefork; default: REDISPARTS['QUEUE_TIME_LIMIT'])",
         )
         parser.add_argument(
             "--import",
@@ -45,9 +68,7 @@ class Command(BaseCommand):
             "tasks module is imported anyway",
         )
 
-    def handle(
-        self, *args, queues, group, burst, max_tasks, lease, batch, modules, verbosity, **opts
-    ):
+    def handle(self, *args, queues, group, burst, max_tasks, lease, modules, verbosity, **opts):
         if max_tasks is not None and max_tasks < 1:
             raise CommandError(f"--max-tasks must be at least 1, got {max_tasks}", returncode=2)
         for module in modules:
@@ -56,9 +77,19 @@ class Command(BaseCommand):
             except ImportError as exc:
                 raise CommandError(f"cannot import {module!r}: {exc}", returncode=2) from exc
         autodiscover_modules("tasks")
+        concurrency = opts["concurrency"]
+        pool = opts["pool"] or ("prefork" if concurrency > 1 else "solo")
         try:
-            batching = {} if batch is None else {"batch": batch}
-            worker = Worker(queues, group=group, lease=lease, **batching)
+            worker = Worker(
+                queues,
+                group=group,
+                lease=lease,
+                concurrency=concurrency,
+                pool=pool,
+                prefetch=opts["prefetch"],
+                soft_time_limit=opts["soft_time_limit"],
+                time_limit=opts["time_limit"],
+            )
         except (RedisPartsError, ValueError) as exc:
             raise CommandError(str(exc), returncode=2) from exc
         _log_to_stderr(verbosity)

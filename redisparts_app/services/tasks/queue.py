@@ -10,7 +10,9 @@ Keys, all ``<prefix>:queue:{<group>}:<role>``:
 - ``delayed`` zset id → due time (ms); ``failed`` and ``quarantine`` zsets id → when (ms);
   ``errors`` hash id → error JSON (reason, traceback)
 - ``queues`` set of queue names; ``wake`` and ``sched_wake`` lists of wake-up tokens
-- ``dedup:<key>`` string holding the id of the task that took the key (with a TTL)
+- ``workers`` hash worker id → last heartbeat (ms, server clock), for the reaper
+- ``dedup:<key>`` string holding the id of the task that took the key, until that task is
+  done or has failed for good (at most its TTL)
 - ``result:<id>`` Django Tasks result JSON (with a TTL; see tasks_backend.py)
 
 Times passed in are seconds; scripts use the Redis server's clock (TIME), so
@@ -24,7 +26,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from django.db import transaction
@@ -34,7 +35,6 @@ from ...conf import app_settings
 from ...connection import get_redis, on_slot
 from ...exceptions import InvalidTask, TaskNotFound, TaskNotReplicated
 from ...keys import make_key, scan_keys, validate_key_part
-from .registry import check_count, default_max_retries, validate_task_name
 
 COMPONENT = "queue"
 # Wake tokens kept at most; one per ready task is enough to wake every idle worker.
@@ -77,14 +77,35 @@ def queue_groups(*, client: Any = None) -> list[str]:
     return sorted(groups)
 
 
+def validate_task_name(name: object) -> str:
+    """Return ``name`` if it can name a task (the rules of key parts), else raise."""
+    return validate_key_part(name, "task name")
+
+
+def check_count(value: object, what: str) -> int:
+    """Return ``value`` if it is a non-negative int, else raise InvalidTask."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidTask(f"{what} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def default_max_retries() -> int:
+    return int(app_settings.QUEUE_MAX_RETRIES)
+
+
 def new_task_id() -> str:
     return os.urandom(16).hex()  # as random as uuid4().hex, for less CPU
 
 
-def validate_seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
-    """Return ``value`` as float seconds if it is a finite number ≥ 0 (> 0 if not allow_zero)."""
+def validate_seconds(
+    value: object, what: str, *, allow_zero: bool = True, allow_negative: bool = False
+) -> float:
+    """Return ``value`` as float seconds if it is a finite number ≥ 0 (> 0 if not allow_zero;
+    any finite number with allow_negative)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidTask(f"{what} must be a number of seconds, got {value!r}")
+    if allow_negative:
+        return float(value)
     if value < 0 or (value == 0 and not allow_zero):
         raise InvalidTask(f"{what} must be {'≥' if allow_zero else '>'} 0 seconds, got {value}")
     return float(value)
@@ -92,7 +113,6 @@ def validate_seconds(value: object, what: str, *, allow_zero: bool = True) -> fl
 
 # One encoder for task arguments (json.dumps with options builds a new one per call).
 _ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
-_quote = encode_basestring_ascii  # a str as a JSON string (ASCII, escaped)
 
 
 def encode_arguments(args: Any, kwargs: Any) -> str:
@@ -173,16 +193,18 @@ class TaskQueue:
         on_commit: bool = True,
         using: str | None = None,
         task_id: str | None = None,
-        kind: str = "task",
         wait_replicas: int | None = None,
         wait_timeout: float | None = None,
     ) -> str:
         """Enqueue a run of the task registered as ``name``; return its id.
 
-        ``delay`` seconds > 0 puts it in the delayed set for the scheduler.
-        ``dedup_key``: while the key lives (``dedup_ttl`` seconds, default
-        QUEUE_DEDUP_TTL) a second enqueue with it stores nothing and returns the
-        first task's id; taking the key and pushing are one atomic step.
+        ``delay`` seconds > 0 puts it in the delayed set for the scheduler; a delay ≤ 0
+        (a due time already passed) makes it ready now.
+        ``dedup_key``: until the task that took the key is done or has failed for good
+        (a retry keeps it), and at most ``dedup_ttl`` seconds (default QUEUE_DEDUP_TTL),
+        another enqueue with it stores nothing and returns the first task's id; taking
+        the key and pushing are one atomic step. ``task_id``: a stable id of your own
+        (a key part), e.g. to find the task again; a random one by default.
         Inside a transaction of the ``using`` database the push happens on commit
         (nothing is sent if it rolls back) unless ``on_commit=False``. Every
         argument is checked first: InvalidTask / InvalidKeyPart, nothing written.
@@ -193,8 +215,34 @@ class TaskQueue:
         QUEUE_WAIT_TIMEOUT); fewer raise TaskNotReplicated, the task being stored on
         the master only.
         """
+        return self._enqueue(
+            name, args, kwargs, queue, delay, max_retries, dedup_key, dedup_ttl,
+            on_commit, using, task_id, wait_replicas, wait_timeout, kind="task", front=False,
+        )  # fmt: skip
+
+    def _enqueue(
+        self,
+        name: str,
+        args: Sequence[Any],
+        kwargs: dict[str, Any] | None,
+        queue: str,
+        delay: float,
+        max_retries: int | None,
+        dedup_key: str | None,
+        dedup_ttl: float | None,
+        on_commit: bool,
+        using: str | None,
+        task_id: str | None,
+        wait_replicas: int | None,
+        wait_timeout: float | None,
+        *,
+        kind: str,
+        front: bool,
+    ) -> str:
+        """``enqueue`` with the record's ``kind`` (the Tasks backend's runs are "django"),
+        and ``front``: a ready task goes to the head of its queue (a higher priority)."""
         name, queue, arguments = self._checked(name, args, kwargs, queue)
-        delay = validate_seconds(delay, "delay")
+        delay = max(0.0, validate_seconds(delay, "delay", allow_negative=True))
         max_retries = default_max_retries() if max_retries is None else max_retries
         check_count(max_retries, "max_retries")
         dedup = None
@@ -218,19 +266,28 @@ class TaskQueue:
             )
         task_id = new_task_id() if task_id is None else validate_key_part(task_id, "task id")
         now = time.time()
-        # The task record, as JSON written out here: a dict through the JSON encoder costs
-        # several µs more per enqueue. The arguments' JSON, made to check them, goes in as is.
         # "ready_at" is when it may run (the scheduler moves it then): a queue's backlog age
-        # counts from there, not from the enqueue of a delayed task.
-        body = (
-            f'{{"id":{_quote(task_id)},"name":{_quote(name)},"queue":{_quote(queue)},'
-            f'"retries":0,"max_retries":{max_retries:d},"enqueued_at":{now!r},'
-            f'"ready_at":{now + delay!r},"kind":{_quote(kind)},{arguments}}}'
-        )
+        # counts from there, not from the enqueue of a delayed task. The arguments' JSON,
+        # made to check them, goes in as is.
+        record = {
+            "id": task_id,
+            "name": name,
+            "queue": queue,
+            "retries": 0,
+            "max_retries": max_retries,
+            "enqueued_at": now,
+            "ready_at": now + delay,
+            "kind": kind,
+        }
+        if dedup_key is not None:
+            record["dedup"] = dedup_key
+        body = f"{_ENCODER.encode(record)[:-1]},{arguments}}}"
         keys = list(_enqueue_keys(app_settings.KEY_PREFIX, self.group, queue))
         if dedup is not None:
             keys.append(dedup)
         argv = [task_id, body, queue, int(delay * 1000), max(1, int(ttl * 1000)), WAKE_CAP]
+        if front:
+            argv.append(1)
 
         def push() -> str:
             if wait_replicas:
@@ -296,15 +353,41 @@ class TaskQueue:
         delivered before (its worker died, or a retry) only ever comes alone. Return
         (task record, delivery count) pairs, in queue order; empty when every queue is.
         """
+        return self.claim_next(queues, worker_id, lease, count)[0]
+
+    def claim_next(
+        self,
+        queues: Sequence[str],
+        worker_id: str,
+        lease: float,
+        count: int,
+        done: Sequence[dict[str, Any]] = (),
+    ) -> tuple[list[tuple[dict[str, Any], int]], list[str]]:
+        """Record the ``done`` task records as done, then ``claim`` up to ``count`` tasks.
+
+        One script call: a worker's one round trip between two tasks. Return (claimed
+        pairs, ids of done tasks ``worker_id`` no longer held, which are left as they are).
+        The de-duplication key of a task recorded done is released.
+        """
         keys = [self.key(role) for role in ("tasks", "inflight", "owners", "deliveries", "wake")]
         keys += [self.queue_key(queue) for queue in queues]
-        found = lua.script(self.client, "queue_dequeue")(
-            keys=keys, args=[worker_id, int(lease * 1000), count]
-        )
-        return [
+        deduped = [record for record in done if record.get("dedup")]
+        keys += [self.dedup_key(record["dedup"]) for record in deduped]
+        args = [worker_id, int(lease * 1000), count, len(queues), len(done)]
+        args += [record["id"] for record in done]
+        args += [record["id"] for record in deduped]
+        lost, found = lua.script(self.client, "queue_dequeue")(keys=keys, args=args)
+        claimed = [
             (json.loads(found[index + 1]), int(found[index + 2]))
             for index in range(0, len(found), 3)
         ]
+        return claimed, [task_id.decode() for task_id in lost]
+
+    def dedup_key(self, key: str) -> str:
+        """The key a de-duplication key part ``key`` is held under."""
+        return make_key(
+            COMPONENT, self.group, "dedup", validate_key_part(key, "de-duplication key")
+        )
 
     def extend(self, task_id: str, worker_id: str, lease: float) -> bool:
         """Push the lease of a held task to ``lease`` seconds from now; False if lost."""
@@ -312,20 +395,44 @@ class TaskQueue:
 
     def extend_all(self, task_ids: Sequence[str], worker_id: str, lease: float) -> list[str]:
         """Push the leases of held tasks to ``lease`` seconds from now; return the lost ids."""
+        keys = [self.key("inflight"), self.key("owners")]
         lost = lua.script(self.client, "queue_extend")(
-            keys=[self.key("inflight"), self.key("owners")],
-            args=[worker_id, int(lease * 1000), *task_ids],
+            keys=keys, args=[worker_id, int(lease * 1000), *task_ids]
         )
         return [task_id.decode() for task_id in lost]
 
-    def acknowledge(self, task_ids: Sequence[str], worker_id: str) -> list[str]:
+    def beat(self, worker_id: str, task_ids: Sequence[str], lease: float) -> list[str]:
+        """A worker's heartbeat: record it alive and ``extend_all`` its tasks' leases.
+
+        The reaper requeues every task of a worker that has not beaten for
+        QUEUE_WORKER_TIMEOUT seconds, whatever its lease. Return the lost ids.
+        """
+        keys = [self.key("inflight"), self.key("owners"), self.key("workers")]
+        lost = lua.script(self.client, "queue_extend")(
+            keys=keys, args=[worker_id, int(lease * 1000), *task_ids]
+        )
+        return [task_id.decode() for task_id in lost]
+
+    def retire(self, worker_id: str) -> None:
+        """Forget a worker's heartbeat (it stopped cleanly, holding nothing)."""
+        self.client.hdel(self.key("workers"), worker_id)
+
+    def workers(self) -> dict[str, float]:
+        """Return the workers that beat, with their last heartbeat (seconds, server clock)."""
+        beats = self.client.hgetall(self.key("workers"))
+        return {worker.decode(): int(ms) / 1000 for worker, ms in beats.items()}
+
+    def acknowledge(
+        self, task_ids: Sequence[str], worker_id: str, *, records: Sequence[dict[str, Any]] = ()
+    ) -> list[str]:
         """Record held tasks as done (``settle(..., "done")`` for many, in one round trip).
 
-        Return the ids ``worker_id`` no longer held (reaped or deleted), left as they are.
+        ``records``: the tasks' records, to release their de-duplication keys. Return
+        the ids ``worker_id`` no longer held (reaped or deleted), left as they are.
         """
-        keys = [self.key(role) for role in ("tasks", "inflight", "owners", "deliveries")]
-        lost = lua.script(self.client, "queue_ack")(keys=keys, args=[worker_id, *task_ids])
-        return [task_id.decode() for task_id in lost]
+        known = {record["id"]: record for record in records}
+        done = [known.get(task_id, {"id": task_id}) for task_id in task_ids]
+        return self.claim_next([], worker_id, 0, 0, done)[1]
 
     def release(self, records: Sequence[dict[str, Any]], worker_id: str) -> int:
         """Put held tasks that were never started back at the head of their queues, in order.
@@ -344,9 +451,14 @@ class TaskQueue:
         outcome: str,
         payload: dict[str, Any] | None = None,
         delay: float = 0.0,
+        *,
+        dedup_key: str | None = None,
     ) -> bool:
         """Record ``done``, ``retry`` (payload: updated record, after ``delay`` s) or
-        ``fail`` (payload: error) for a held task; False when the lease was lost."""
+        ``fail`` (payload: error) for a held task; False when the lease was lost.
+
+        ``dedup_key``: the task's de-duplication key part, released on done or fail.
+        """
         keys = [
             self.key(role)
             for role in (
@@ -354,6 +466,8 @@ class TaskQueue:
                 "delayed", "failed", "errors", "sched_wake",
             )
         ]  # fmt: skip
+        if dedup_key:
+            keys.append(self.dedup_key(dedup_key))
         argv = [task_id, worker_id, outcome, json.dumps(payload or {}), int(delay * 1000)]
         return bool(lua.script(self.client, "queue_settle")(keys=keys, args=argv))
 
@@ -362,7 +476,8 @@ class TaskQueue:
         return sorted(name.decode() for name in self.client.smembers(self.key("queues")))
 
     def reap(self, max_deliveries: int | None = None) -> tuple[int, int, float | None]:
-        """Requeue tasks whose lease expired, or quarantine them after ``max_deliveries``.
+        """Requeue tasks whose lease expired or whose worker stopped beating for
+        QUEUE_WORKER_TIMEOUT seconds, or quarantine them after ``max_deliveries``.
 
         Return (requeued, quarantined, seconds until the next lease deadline or None).
         """
@@ -373,11 +488,13 @@ class TaskQueue:
             self.key(role)
             for role in (
                 "tasks", "inflight", "owners", "deliveries", "quarantine", "errors", "wake",
+                "workers",
             )
         ]  # fmt: skip
         keys += [self.queue_key(name) for name in names]
+        timeout_ms = int(float(app_settings.QUEUE_WORKER_TIMEOUT) * 1000)
         requeued, quarantined, next_ms = lua.script(self.client, "queue_reap")(
-            keys=keys, args=[max_deliveries, BATCH, WAKE_CAP, *names]
+            keys=keys, args=[max_deliveries, BATCH, WAKE_CAP, timeout_ms, *names]
         )
         return int(requeued), int(quarantined), None if next_ms < 0 else next_ms / 1000
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ...conf import app_settings
 from ...exceptions import InvalidTask
 from ...keys import validate_key_part
+from .queue import TaskQueue, check_count, validate_task_name
 
 _registry: dict[str, "Task"] = {}
 
@@ -24,6 +24,8 @@ class Task:
     queue: str
     group: str | None
     max_retries: int | None
+    soft_time_limit: float | None = None
+    time_limit: float | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
@@ -43,8 +45,6 @@ class Task:
 
         Return the task id (for a duplicate, the id of the task already queued).
         """
-        from .queue import TaskQueue
-
         client = options.pop("client", None)
         return TaskQueue(self.group, client=client).enqueue(
             self.name,
@@ -62,18 +62,23 @@ def task(
     queue: str = "default",
     group: str | None = None,
     max_retries: int | None = None,
+    soft_time_limit: float | None = None,
+    time_limit: float | None = None,
 ) -> Callable[[Callable[..., Any]], Task]:
-    """Register the decorated function as a task and return its ``Task``.
+    """Register the decorated function (plain or ``async def``) as a task; return its ``Task``.
 
     ``name`` defaults to ``module.qualname``; ``max_retries`` to
     REDISPARTS["QUEUE_MAX_RETRIES"]; ``group`` to REDISPARTS["QUEUE_GROUP"].
-    Registering another function under a taken name raises InvalidTask.
+    ``soft_time_limit`` / ``time_limit``: seconds, overriding the worker's defaults
+    (see ``pool.py``). Registering another function under a taken name raises InvalidTask.
     """
     validate_key_part(queue, "queue")
     if group is not None:
         validate_key_part(group, "queue group")
     if max_retries is not None:
         check_count(max_retries, "max_retries")
+    soft_time_limit = check_limit(soft_time_limit, "soft_time_limit")
+    time_limit = check_limit(time_limit, "time_limit")
 
     def register(func: Callable[..., Any]) -> Task:
         task_name = validate_task_name(name or f"{func.__module__}.{func.__qualname__}")
@@ -82,7 +87,7 @@ def task(
             raise InvalidTask(
                 f"task name {task_name!r} is already registered for {_path(existing.func)}"
             )
-        registered = Task(func, task_name, queue, group, max_retries)
+        registered = Task(func, task_name, queue, group, max_retries, soft_time_limit, time_limit)
         _registry[task_name] = registered
         return registered
 
@@ -99,20 +104,17 @@ def registered_names() -> list[str]:
     return sorted(_registry)
 
 
-def validate_task_name(name: object) -> str:
-    """Return ``name`` if it can name a task (the rules of key parts), else raise."""
-    return validate_key_part(name, "task name")
-
-
-def check_count(value: object, what: str) -> int:
-    """Return ``value`` if it is a non-negative int, else raise InvalidTask."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidTask(f"{what} must be a non-negative integer, got {value!r}")
-    return value
-
-
-def default_max_retries() -> int:
-    return int(app_settings.QUEUE_MAX_RETRIES)
+def check_limit(value: object, what: str) -> float | None:
+    """Return a time limit: None, or a finite number of seconds > 0; else raise InvalidTask."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value < float("inf")
+    ):
+        raise InvalidTask(f"{what} must be None or a number of seconds > 0, got {value!r}")
+    return float(value)
 
 
 def _path(func: Callable[..., Any]) -> str:

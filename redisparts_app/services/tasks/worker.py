@@ -29,35 +29,29 @@ exponentially (0.5 s doubling to 30 s) and resume; a worker keeps retrying to
 record the outcomes of the tasks it just ran until Redis is back.
 """
 
+import collections
+import functools
 import logging
 import os
 import signal
 import socket
 import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import redis
-from django.utils.module_loading import import_string
 
 from ...conf import app_settings
 from ...exceptions import InvalidTask
 from ...keys import validate_key_part
+from .pool import POOLS, Outcome, Pool
 from .queue import BATCH, TaskQueue, validate_seconds
-from .registry import get_task
+from .registry import check_limit
 
 logger = logging.getLogger("redisparts.tasks")
-
-# Runners for task kinds other than registered @task callables.
-KIND_RUNNERS = {"django": "redisparts_app.tasks_backend.run_task"}
-
-
-class UnknownTask(Exception):
-    """The worker has no task registered under the task's name."""
 
 
 class Backoff:
@@ -125,8 +119,12 @@ class _Stoppable:
 class Worker(_Stoppable):
     """Run tasks from ``queues`` (highest priority first) of one group.
 
-    ``batch``: the most tasks claimed at once (1: one at a time, up to 500); ``batch_window``:
-    the seconds of work a claim aims at, judged from the recent tasks' run times.
+    ``concurrency``: tasks run at once, in a ``pool``: "solo" (this thread, one task),
+    "threads" or "prefork" (child processes; see pool.py). ``prefetch``: tasks claimed
+    beyond the free slots, ready for the next free one (0 by default: a worker never
+    holds a task it has not started while another worker idles). ``soft_time_limit`` /
+    ``time_limit``: default limits in seconds (default QUEUE_SOFT_TIME_LIMIT /
+    QUEUE_TIME_LIMIT); a task's own win.
     """
 
     def __init__(
@@ -137,11 +135,14 @@ class Worker(_Stoppable):
         client: Any = None,
         lease: float | None = None,
         block: float = 1.0,
-        maintenance_interval: float = 2.0,
+        maintenance_interval: float = 1.0,
         max_deliveries: int | None = None,
         worker_id: str | None = None,
-        batch: int = 100,
-        batch_window: float = 0.05,
+        concurrency: int = 1,
+        pool: str = "solo",
+        prefetch: int = 0,
+        soft_time_limit: float | None = None,
+        time_limit: float | None = None,
     ) -> None:
         super().__init__()
         if isinstance(queues, str) or not queues:
@@ -158,12 +159,23 @@ class Worker(_Stoppable):
             maintenance_interval, "maintenance_interval", allow_zero=False
         )
         self.max_deliveries = max_deliveries
-        if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= BATCH:
-            raise InvalidTask(f"batch must be a whole number from 1 to {BATCH}, got {batch!r}")
-        self.batch = batch
-        self.batch_window = validate_seconds(batch_window, "batch_window")
-        # Recent seconds per task (moving average); None until a task has run.
-        self._task_seconds: float | None = None
+        if pool not in POOLS:
+            raise InvalidTask(f"pool must be one of {', '.join(POOLS)}, got {pool!r}")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise InvalidTask(f"concurrency must be a whole number ≥ 1, got {concurrency!r}")
+        if pool == "solo" and concurrency != 1:
+            raise InvalidTask("the solo pool runs one task at a time: use threads or prefork")
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
+            raise InvalidTask(f"prefetch must be a whole number ≥ 0, got {prefetch!r}")
+        if prefetch > BATCH:
+            raise InvalidTask(f"prefetch must be at most {BATCH}, got {prefetch}")
+        self.concurrency, self.pool_name, self.prefetch = concurrency, pool, prefetch
+        if soft_time_limit is None:
+            soft_time_limit = app_settings.QUEUE_SOFT_TIME_LIMIT
+        if time_limit is None:
+            time_limit = app_settings.QUEUE_TIME_LIMIT
+        self.soft_time_limit = check_limit(soft_time_limit, "soft_time_limit")
+        self.time_limit = check_limit(time_limit, "time_limit")
         self.worker_id = worker_id or (
             f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         )
@@ -172,189 +184,170 @@ class Worker(_Stoppable):
         self._next_maintenance = 0.0
         # Ids of the tasks this worker holds (claimed, not recorded): the heartbeat's work.
         self._held: set[str] = set()
-        self._beating = False
+        # Task id -> its delivery count, for the log line of a retry or failure.
+        self._deliveries: dict[str, int] = {}
+        self._pool: Pool | None = None
 
     def run(self, *, burst: bool = False, max_tasks: int | None = None) -> int:
-        """Run tasks until stopped; return how many were run.
+        """Run tasks until stopped; return how many ended.
 
         ``burst``: stop once every queue is empty. ``max_tasks``: stop after that many.
+        Each task is recorded as soon as it ends: a done task in the same call that
+        claims the next one. So a worker killed with SIGKILL leaves at most
+        ``concurrency + prefetch`` tasks that run again: those running, those that
+        ended but were not recorded yet, and those claimed but not started; they go to
+        other workers within QUEUE_WORKER_TIMEOUT seconds plus a reaper pass (the
+        scheduler reaps every second; workers every ``maintenance_interval``).
         """
         backoff = Backoff()
-        done = 0
+        claimed = ended = 0
+        waiting: collections.deque[tuple[dict[str, Any], int]] = collections.deque()
+        done: list[dict[str, Any]] = []
+        pool = self._pool = POOLS[self.pool_name](
+            self.concurrency, self.worker_id, self.queue, self.soft_time_limit, self.time_limit
+        )
         logger.info("worker %s listening on %s", self.worker_id, ", ".join(self.queues))
-        with self.signals(), self._heartbeat():
-            while not self.stopping and (max_tasks is None or done < max_tasks):
-                wanted = self._batch_size(None if max_tasks is None else max_tasks - done)
-                jobs = self._guarded(backoff, lambda n=wanted: self._next_jobs(n))
-                if not jobs:
-                    if burst and backoff.failures == 0:
+        pool.start()
+        empty = False
+        try:
+            with self.signals(), self._heartbeat():
+                while True:
+                    left = None if max_tasks is None else max_tasks - claimed
+                    wanted = 0 if self.stopping else pool.free() + self.prefetch - len(waiting)
+                    if left is not None:
+                        wanted = min(wanted, left)
+                    if wanted > 0 or done:
+                        result = self._guarded(
+                            backoff, functools.partial(self._claim, max(0, wanted), done)
+                        )
+                        if result is not None:
+                            jobs, lost = result
+                            self._report_done(done, lost)
+                            ended += len(done)
+                            done = []
+                            claimed += len(jobs)
+                            waiting.extend(jobs)
+                            empty = wanted > 0 and not jobs
+                    while waiting and pool.free() > 0 and not self.stopping:
+                        record, deliveries = waiting.popleft()
+                        self._deliveries[record["id"]] = deliveries
+                        pool.submit(record)
+                        if pool.runs_inline:  # ended already: record it before the next
+                            break
+                    # While some slots are busy, wait for one to end (looking for new work
+                    # now and then while a slot is free); the solo pool has already ended.
+                    timeout = 0.0
+                    if pool.busy:
+                        timeout = 0.05 if pool.free() > 0 and not self.stopping else self.block
+                    for outcome in pool.wait(timeout):
+                        self._held.discard(outcome.record["id"])
+                        if outcome.outcome == "done":
+                            done.append(outcome.record)
+                        else:
+                            ended += 1
+                            self._report(self._record(outcome))
+                    if pool.busy or done:
+                        continue
+                    if self.stopping or (left is not None and left <= 0):
                         break
-                    if backoff.failures == 0:
+                    if burst and empty and backoff.failures == 0:
+                        break
+                    if empty and backoff.failures == 0 and not waiting:
                         self._guarded(backoff, lambda: self.queue.wait_for_work(self._idle()))
-                    continue
-                done += len(self.perform_all(jobs))
-        logger.info("worker %s stopped after %d task(s)", self.worker_id, done)
-        return done
+                if done:
+                    lost = set(self._acknowledge(done))
+                    self._report_done(done, lost)
+                    ended += len(done)
+                self._release([record for record, _ in waiting])
+                if not self._held:
+                    self._guarded(backoff, lambda: self.queue.retire(self.worker_id))
+        finally:
+            pool.close(kill=bool(pool.busy))
+            self._pool = None
+        logger.info("worker %s stopped after %d task(s)", self.worker_id, ended)
+        return ended
 
-    def _batch_size(self, left: int | None) -> int:
-        """How many tasks to claim: those the recent ones suggest run in ``batch_window``.
-
-        One at a time until a task has run, and for tasks slower than the window, so slow
-        tasks spread over workers and a claimed task never waits long for its turn.
-        """
-        size = 1
-        if self._task_seconds is not None:
-            size = int(self.batch_window / max(self._task_seconds, 1e-6))
-        size = max(1, min(self.batch, size))
-        return size if left is None else min(size, left)
-
-    def _next_jobs(self, count: int) -> list[tuple[dict[str, Any], int]]:
+    def _claim(
+        self, count: int, done: list[dict[str, Any]]
+    ) -> tuple[list[tuple[dict[str, Any], int]], list[str]]:
         if time.monotonic() >= self._next_maintenance:
             self.maintain()
-        return self.queue.claim(self.queues, self.worker_id, self.lease, count)
+        jobs, lost = self.queue.claim_next(self.queues, self.worker_id, self.lease, count, done)
+        self._held.update(record["id"] for record, _ in jobs)
+        return jobs, lost
 
     def _idle(self) -> float:
         return max(0.01, min(self.block, self._next_maintenance - time.monotonic()))
 
     def maintain(self) -> None:
-        """Reap expired leases and move due delayed tasks (the scheduler's job, as a backstop)."""
+        """Reap expired leases and dead workers' tasks, move due delayed tasks (the
+        scheduler's job, as a backstop)."""
         self._next_maintenance = time.monotonic() + self.maintenance_interval
         requeued, quarantined, _ = self.queue.reap(self.max_deliveries)
         if requeued or quarantined:
             logger.warning("reaped %d task(s), quarantined %d", requeued, quarantined)
         self.queue.schedule()
 
-    def perform_all(self, jobs: Sequence[tuple[dict[str, Any], int]]) -> list[str]:
-        """Run claimed tasks in turn and record their outcomes; return those of the tasks run.
-
-        Done tasks are acknowledged together at the end (one round trip), retries and
-        failures at once. When the worker is asked to stop, the tasks not yet started go
-        back to the head of their queues for another worker.
-        """
-        if not self._beating:  # called outside run(): a heartbeat for these tasks only
-            with self._heartbeat():
-                return self.perform_all(jobs)
-        held = self._held
-        held.update(record["id"] for record, _ in jobs)
-        outcomes: dict[str, str] = {}  # task id -> outcome, in the order run
-        started = 0
-        try:
-            for record, deliveries in jobs:
-                if self.stopping and started:  # the first one is the current task
-                    break
-                started += 1
-                clock = time.perf_counter()
-                outcome, payload, delay = self._execute(record)
-                self._time_task(time.perf_counter() - clock)
-                if outcome != "done":
-                    held.discard(record["id"])
-                    outcome = self._record(record, deliveries, outcome, payload, delay)
-                    self._report(outcome)
-                outcomes[record["id"]] = outcome
-        finally:
-            # Out of the heartbeat's hands first, so it never sees them acknowledged.
-            held.difference_update(record["id"] for record, _ in jobs)
-            finished = [task_id for task_id, outcome in outcomes.items() if outcome == "done"]
-            lost = self._acknowledge(finished)
-            self._release([record for record, _ in jobs[started:]])
-        for task_id in finished:
-            if task_id in lost:
-                logger.warning("task %s: lease lost before recording done", task_id)
-                outcomes[task_id] = "lost"
-            self._report(outcomes[task_id])
-        return list(outcomes.values())
-
     @contextmanager
     def _heartbeat(self) -> Iterator[None]:
-        """Extend the leases of the held tasks from a thread while inside this block."""
-        heartbeat = _Heartbeat(self.queue, self._held, self.worker_id, self.lease)
+        """Beat (and extend the held tasks' leases) from a thread while inside this block."""
+        heartbeat = _Heartbeat(self)
+        self.queue.beat(self.worker_id, [], self.lease)  # known alive before the first claim
         heartbeat.start()
-        self._beating = True
         try:
             yield
         finally:
-            self._beating = False
             heartbeat.stop()
 
-    def _time_task(self, seconds: float) -> None:
-        previous = self._task_seconds
-        self._task_seconds = seconds if previous is None else 0.8 * previous + 0.2 * seconds
+    def _report_done(self, done: list[dict[str, Any]], lost: Sequence[str] | set[str]) -> None:
+        for record in done:
+            self._deliveries.pop(record["id"], None)
+            if record["id"] in lost:
+                logger.warning("task %s: lease lost before recording done", record["id"])
+                self._report("lost")
+            else:
+                self._report("done")
 
-    def _execute(self, record: dict[str, Any]) -> tuple[str, dict[str, Any] | None, float]:
-        """Run a task; return its outcome (done, retry or fail), payload and retry delay."""
-        try:
-            self._call(record)
-        except UnknownTask:
-            name = record["name"]
-            return "fail", _error(f"unknown task name {name!r}: not registered in this worker"), 0.0
-        except Exception as exc:
-            return self._failure(record, exc)
-        return "done", None, 0.0
-
-    def _record(
-        self,
-        record: dict[str, Any],
-        deliveries: int,
-        outcome: str,
-        payload: dict[str, Any] | None,
-        delay: float,
-    ) -> str:
+    def _record(self, outcome: Outcome) -> str:
+        record = outcome.record
         task_id, name = record["id"], record["name"]
-        if not self._settle(task_id, outcome, payload, delay):
-            logger.warning("task %s (%s): lease lost before recording %s", task_id, name, outcome)
+        deliveries = self._deliveries.pop(task_id, 1)
+        settled = self._until_recorded(
+            lambda: self.queue.settle(
+                task_id,
+                self.worker_id,
+                outcome.outcome,
+                outcome.payload,
+                outcome.delay,
+                dedup_key=record.get("dedup"),
+            ),
+            f"task {task_id}",
+        )
+        if not settled:
+            logger.warning(
+                "task %s (%s): lease lost before recording %s", task_id, name, outcome.outcome
+            )
             return "lost"
-        logger.warning("task %s (%s) delivery %d: %s", task_id, name, deliveries, outcome)
-        return outcome
+        logger.warning("task %s (%s) delivery %d: %s", task_id, name, deliveries, outcome.outcome)
+        return outcome.outcome
 
     def _report(self, outcome: str) -> None:
         if self.on_finished is not None:
             self.on_finished(outcome)
 
-    def _call(self, record: dict[str, Any]) -> None:
-        kind = record.get("kind", "task")
-        if kind != "task":
-            runner = import_string(KIND_RUNNERS[kind])
-            runner(record, self.worker_id, self.queue)
-            return
-        registered = get_task(record["name"])
-        if registered is None:
-            raise UnknownTask(record["name"])
-        registered.func(*record["args"], **record["kwargs"])
-
-    def _failure(self, record: dict[str, Any], exc: Exception) -> tuple[str, dict[str, Any], float]:
-        error = _error(f"{type(exc).__name__}: {exc}", traceback.format_exc())
-        if record.get("retries", 0) >= record.get("max_retries", 0):
-            return "fail", error, 0.0
-        retries = record.get("retries", 0) + 1
-        delay = min(
-            float(app_settings.QUEUE_RETRY_MAX_DELAY),
-            float(app_settings.QUEUE_RETRY_DELAY) * 2 ** (retries - 1),
-        )
-        ready_at = time.time() + delay
-        update = {"retries": retries, "last_error": error["reason"], "ready_at": ready_at}
-        return "retry", {**record, **update}, delay
-
-    def _settle(
-        self, task_id: str, outcome: str, payload: dict[str, Any] | None, delay: float
-    ) -> bool:
-        settled = self._until_recorded(
-            lambda: self.queue.settle(task_id, self.worker_id, outcome, payload, delay),
-            f"task {task_id}",
-        )
-        return bool(settled)
-
-    def _acknowledge(self, task_ids: list[str]) -> set[str]:
+    def _acknowledge(self, records: list[dict[str, Any]]) -> list[str]:
         """Record tasks as done; return the ids whose lease was lost (or all, if stopping
         while Redis is away: they run again, at least once)."""
-        if not task_ids:
-            return set()
+        ids = [record["id"] for record in records]
         lost = self._until_recorded(
-            lambda: self.queue.acknowledge(task_ids, self.worker_id), f"{len(task_ids)} task(s)"
+            lambda: self.queue.acknowledge(ids, self.worker_id, records=records),
+            f"{len(ids)} task(s)",
         )
-        return set(task_ids if lost is None else lost)
+        return ids if lost is None else lost
 
     def _release(self, records: list[dict[str, Any]]) -> None:
-        if records:  # if Redis is away, the reaper puts them back once their lease ends
+        if records:  # if Redis is away, the reaper puts them back once the worker is dead
+            self._held.difference_update(record["id"] for record in records)
             self._until_recorded(
                 lambda: self.queue.release(records, self.worker_id), "unstarted tasks"
             )
@@ -363,7 +356,7 @@ class Worker(_Stoppable):
         """Run ``step``, retrying while Redis is unreachable; None if asked to stop meanwhile.
 
         The work is done: keep trying to record it while Redis is away, unless stopping
-        (then the lease expires and the task runs again: at least once).
+        (then the task is reaped and runs again: at least once).
         """
         backoff = Backoff()
         while True:
@@ -436,36 +429,33 @@ class Scheduler(_Stoppable):
 
 
 class _Heartbeat(threading.Thread):
-    """Extend the leases of the tasks a worker holds every third of the lease.
+    """Beat every QUEUE_HEARTBEAT seconds: record the worker alive and extend the leases
+    of the tasks it holds, except those past their hard time limit."""
 
-    ``held`` is the worker's set of the ids of the tasks it holds, kept up to date by the
-    worker: ids it has settled or is about to acknowledge are no longer in it.
-    """
-
-    def __init__(self, queue: TaskQueue, held: set[str], worker_id: str, lease: float) -> None:
-        super().__init__(daemon=True, name=f"heartbeat-{worker_id}")
-        self.queue, self.held, self.worker_id, self.lease = queue, held, worker_id, lease
+    def __init__(self, worker: Worker) -> None:
+        super().__init__(daemon=True, name=f"heartbeat-{worker.worker_id}")
+        self.worker = worker
+        self.interval = float(app_settings.QUEUE_HEARTBEAT)
         self._done = threading.Event()
 
     def run(self) -> None:
-        while not self._done.wait(self.lease / 3):
-            task_ids = list(self.held)
-            if not task_ids:
-                continue
+        worker = self.worker
+        while not self._done.wait(self.interval):
+            pool = worker._pool
+            overdue = pool.overdue() if pool is not None else set()
+            for task_id in overdue:
+                logger.error("task %s: past its hard time limit; its lease is not renewed", task_id)
+            task_ids = [task_id for task_id in list(worker._held) if task_id not in overdue]
             try:
-                lost = self.queue.extend_all(task_ids, self.worker_id, self.lease)
+                lost = worker.queue.beat(worker.worker_id, task_ids, worker.lease)
             except redis.RedisError as exc:
-                logger.warning("cannot extend the lease of %d task(s) (%s)", len(task_ids), exc)
+                logger.warning("heartbeat failed (%s)", exc)
                 continue
             for task_id in lost:
-                if task_id in self.held:  # still the worker's: really lost
+                if task_id in worker._held:  # still the worker's: really lost
                     logger.warning("task %s: lease lost while running", task_id)
-                    self.held.discard(task_id)
+                    worker._held.discard(task_id)
 
     def stop(self) -> None:
         self._done.set()
         self.join()
-
-
-def _error(reason: str, trace: str = "") -> dict[str, Any]:
-    return {"reason": reason, "traceback": trace, "at": time.time()}

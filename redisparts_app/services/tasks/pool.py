@@ -1,0 +1,439 @@
+"""Where a worker's tasks run: in the worker's own thread (``solo``), in threads
+(``threads``) or in child processes (``prefork``), and how one task is run.
+
+Every pool runs a task the same way (``run_task``): it sends ``task_started`` and
+``task_finished`` around it, to which Django's ``close_old_connections`` is connected as
+it is to ``request_started`` / ``request_finished``, so the database connections are
+checked before and after each task as around a request (a connection that died or
+outlived CONN_MAX_AGE is replaced; test suites disconnect it as Django's do);
+``async def`` functions run on an event loop of their own, and an exception becomes a
+retry (after QUEUE_RETRY_DELAY · 2^(retry - 1) seconds, capped at
+QUEUE_RETRY_MAX_DELAY) or a failure with its traceback.
+
+Time limits, in seconds:
+
+- soft: ``SoftTimeLimitExceeded`` is raised in the task (SIGALRM in solo and prefork,
+  an asynchronous exception in threads), which it may catch to clean up. Code blocked
+  in C (a socket read, a lock) sees it only once it returns to Python.
+- hard: in ``prefork`` the child running the task is killed with SIGKILL, the task is
+  recorded as failed (or retried) with the reason, and a new child takes its place.
+  ``solo`` and ``threads`` cannot stop a thread: at its hard limit the worker stops
+  renewing the task's lease, so the task goes back to the queue when the lease ends
+  (and to quarantine after QUEUE_MAX_DELIVERIES), and logs an error.
+
+A prefork child whose worker died (SIGKILL) exits within half a second, so it does not
+go on running the task the reaper gives to another worker.
+"""
+
+import asyncio
+import concurrent.futures
+import contextlib
+import ctypes
+import inspect
+import logging
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from django.db import close_old_connections, connections
+from django.dispatch import Signal
+from django.utils.module_loading import import_string
+
+from ...conf import app_settings
+from ...exceptions import SoftTimeLimitExceeded
+from .registry import get_task
+
+__all__ = [
+    "POOLS",
+    "Outcome",
+    "Pool",
+    "PreforkPool",
+    "SoloPool",
+    "ThreadPool",
+    "run_task",
+    "task_finished",
+    "task_started",
+]
+
+logger = logging.getLogger("redisparts.tasks")
+
+# Runners for task kinds other than registered @task callables.
+KIND_RUNNERS = {"django": "redisparts_app.tasks_backend.run_task"}
+# Sent around each task run, in the thread that runs it; ``record`` is the task record.
+task_started = Signal()
+task_finished = Signal()
+task_started.connect(close_old_connections)
+task_finished.connect(close_old_connections)
+
+# How often a prefork child checks that its worker is still alive, in seconds.
+ORPHAN_CHECK = 0.5
+
+
+class UnknownTask(Exception):
+    """The worker has no task registered under the task's name."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended: ``done``, ``retry`` (payload: the updated record, after ``delay``
+    seconds) or ``fail`` (payload: the error), and how long it ran."""
+
+    record: dict[str, Any]
+    outcome: str
+    payload: dict[str, Any] | None = None
+    delay: float = 0.0
+    seconds: float = 0.0
+
+
+def time_limits(record: dict[str, Any], soft: float | None, hard: float | None) -> tuple:
+    """Return the (soft, hard) limits of a task: its @task's, else the worker's defaults."""
+    registered = get_task(record["name"]) if record.get("kind", "task") == "task" else None
+    if registered is not None:
+        soft = registered.soft_time_limit if registered.soft_time_limit is not None else soft
+        hard = registered.time_limit if registered.time_limit is not None else hard
+    return soft, hard
+
+
+def run_task(record: dict[str, Any], worker_id: str, queue: Any) -> Outcome:
+    """Run one task record in this thread; never raises for the task's own errors."""
+    start = time.perf_counter()
+    task_started.send(sender=Outcome, record=record)
+    try:
+        _call(record, worker_id, queue)
+    except UnknownTask:
+        name = record["name"]
+        error = _error(f"unknown task name {name!r}: not registered in this worker")
+        return Outcome(record, "fail", error, 0.0, time.perf_counter() - start)
+    except Exception as exc:
+        outcome, payload, delay = failure(record, f"{type(exc).__name__}: {exc}")
+        return Outcome(record, outcome, payload, delay, time.perf_counter() - start)
+    finally:
+        task_finished.send(sender=Outcome, record=record)
+    return Outcome(record, "done", None, 0.0, time.perf_counter() - start)
+
+
+def _call(record: dict[str, Any], worker_id: str, queue: Any) -> None:
+    kind = record.get("kind", "task")
+    if kind != "task":
+        import_string(KIND_RUNNERS[kind])(record, worker_id, queue)
+        return
+    registered = get_task(record["name"])
+    if registered is None:
+        raise UnknownTask(record["name"])
+    result = registered.func(*record["args"], **record["kwargs"])
+    if inspect.isawaitable(result):
+        asyncio.run(_awaited(result))
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def failure(record: dict[str, Any], reason: str) -> tuple[str, dict[str, Any], float]:
+    """Return (outcome, payload, delay) of a run that failed for ``reason``: a retry with
+    back-off while the task has retries left, else a failure with the traceback."""
+    error = _error(reason, traceback.format_exc())
+    if record.get("retries", 0) >= record.get("max_retries", 0):
+        return "fail", error, 0.0
+    retries = record.get("retries", 0) + 1
+    delay = min(
+        float(app_settings.QUEUE_RETRY_MAX_DELAY),
+        float(app_settings.QUEUE_RETRY_DELAY) * 2 ** (retries - 1),
+    )
+    update = {"retries": retries, "last_error": error["reason"], "ready_at": time.time() + delay}
+    return "retry", {**record, **update}, delay
+
+
+def _error(reason: str, trace: str = "") -> dict[str, Any]:
+    if trace.strip() == "NoneType: None":  # no exception being handled
+        trace = ""
+    return {"reason": reason, "traceback": trace, "at": time.time()}
+
+
+def _raise_soft_limit(signum: int, frame: Any) -> None:
+    raise SoftTimeLimitExceeded()
+
+
+def run_with_alarm(
+    record: dict[str, Any], worker_id: str, queue: Any, soft: float | None
+) -> Outcome:
+    """``run_task`` with the soft limit as SIGALRM (the main thread of a process only)."""
+    if not soft:
+        return run_task(record, worker_id, queue)
+    previous = signal.signal(signal.SIGALRM, _raise_soft_limit)
+    signal.setitimer(signal.ITIMER_REAL, soft)
+    try:
+        return run_task(record, worker_id, queue)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class Pool:
+    """Runs up to ``size`` tasks at once; ``submit`` one, ``wait`` for those that ended."""
+
+    # True when ``submit`` runs the task to its end before returning.
+    runs_inline = False
+
+    def __init__(
+        self, size: int, worker_id: str, queue: Any, soft: float | None, hard: float | None
+    ) -> None:
+        self.size, self.worker_id, self.queue = size, worker_id, queue
+        self.soft, self.hard = soft, hard
+        # Task id -> monotonic hard deadline, for the heartbeat (no renewal past it).
+        self.deadlines: dict[str, float] = {}
+
+    @property
+    def busy(self) -> int:
+        raise NotImplementedError
+
+    def free(self) -> int:
+        return self.size - self.busy
+
+    def start(self) -> None:
+        """Get ready to run tasks."""
+
+    def submit(self, record: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def wait(self, timeout: float) -> list[Outcome]:
+        """Return the runs that ended, waiting up to ``timeout`` seconds for one."""
+        raise NotImplementedError
+
+    def close(self, *, kill: bool = False) -> None:
+        """Stop the pool once its tasks ended (``kill``: at once)."""
+
+    def _limits(self, record: dict[str, Any]) -> tuple[float | None, float | None]:
+        soft, hard = time_limits(record, self.soft, self.hard)
+        if hard:
+            self.deadlines[record["id"]] = time.monotonic() + hard
+        return soft, hard
+
+    def _ended(self, outcome: Outcome) -> Outcome:
+        self.deadlines.pop(outcome.record["id"], None)
+        return outcome
+
+    def overdue(self) -> set[str]:
+        """Ids of the running tasks past their hard limit."""
+        now = time.monotonic()
+        return {task_id for task_id, deadline in self.deadlines.items() if deadline <= now}
+
+
+class SoloPool(Pool):
+    """Run each task in the worker's own thread, as ``submit`` is called."""
+
+    runs_inline = True
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._ended_runs: list[Outcome] = []
+        self._running = 0
+
+    @property
+    def busy(self) -> int:
+        return self._running
+
+    def submit(self, record: dict[str, Any]) -> None:
+        soft, _ = self._limits(record)
+        self._running = 1
+        try:
+            if threading.current_thread() is threading.main_thread():
+                outcome = run_with_alarm(record, self.worker_id, self.queue, soft)
+            else:
+                outcome = run_task(record, self.worker_id, self.queue)
+        finally:
+            self._running = 0
+        self._ended_runs.append(self._ended(outcome))
+
+    def wait(self, timeout: float) -> list[Outcome]:
+        ended, self._ended_runs = self._ended_runs, []
+        return ended
+
+
+class ThreadPool(Pool):
+    """Run tasks in ``size`` threads: for tasks that wait on I/O."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._executor = concurrent.futures.ThreadPoolExecutor(self.size, "rp-task")
+        self._futures: set[concurrent.futures.Future] = set()
+
+    @property
+    def busy(self) -> int:
+        return len(self._futures)
+
+    def submit(self, record: dict[str, Any]) -> None:
+        soft, _ = self._limits(record)
+        self._futures.add(self._executor.submit(self._run, record, soft))
+
+    def _run(self, record: dict[str, Any], soft: float | None) -> Outcome:
+        timer = None
+        if soft:
+            thread_id = threading.get_ident()
+            timer = threading.Timer(soft, _async_raise, (thread_id,))
+            timer.daemon = True
+            timer.start()
+        try:
+            return run_task(record, self.worker_id, self.queue)
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def wait(self, timeout: float) -> list[Outcome]:
+        if not self._futures:
+            return []
+        ended, _ = concurrent.futures.wait(
+            self._futures, timeout, return_when=concurrent.futures.FIRST_COMPLETED
+        )
+        self._futures -= ended
+        return [self._ended(future.result()) for future in ended]
+
+    def close(self, *, kill: bool = False) -> None:
+        self._executor.shutdown(wait=not kill, cancel_futures=True)
+
+
+def _async_raise(thread_id: int) -> None:
+    """Raise SoftTimeLimitExceeded in the thread ``thread_id`` at its next bytecode."""
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread_id), ctypes.py_object(SoftTimeLimitExceeded)
+    )
+
+
+class _Child:
+    """One prefork child and the task it runs."""
+
+    def __init__(self, context: Any, target: Callable[..., None], args: tuple) -> None:
+        self.connection, child_end = context.Pipe()
+        self.process = context.Process(target=target, args=(child_end, *args), daemon=True)
+        self.process.start()
+        child_end.close()
+        self.record: dict[str, Any] | None = None
+        self.started = 0.0
+
+
+class PreforkPool(Pool):
+    """Run tasks in ``size`` child processes forked from the worker, one task each at a time.
+
+    Each child has its own Redis and database connections (the worker closes its
+    database connections before forking). The worker (this process) does all the queue
+    bookkeeping; a child only runs tasks and sends back how they ended.
+    """
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._context = multiprocessing.get_context("fork")
+        self._children: list[_Child] = []
+
+    @property
+    def busy(self) -> int:
+        return sum(child.record is not None for child in self._children)
+
+    def start(self) -> None:
+        connections.close_all()
+        self._children = [self._spawn() for _ in range(self.size)]
+
+    def _spawn(self) -> _Child:
+        return _Child(self._context, _child_main, (os.getpid(), self.worker_id, self.queue.group))
+
+    def submit(self, record: dict[str, Any]) -> None:
+        child = next(child for child in self._children if child.record is None)
+        soft, _ = self._limits(record)
+        child.record, child.started = record, time.monotonic()
+        child.connection.send((record, soft))
+
+    def wait(self, timeout: float) -> list[Outcome]:
+        busy = {child.connection: child for child in self._children if child.record is not None}
+        if not busy:
+            return []
+        overdue = self.overdue()
+        deadlines = [self.deadlines[task_id] for task_id in self.deadlines]
+        if deadlines:
+            timeout = max(0.0, min(timeout, min(deadlines) - time.monotonic()))
+        ended: list[Outcome] = []
+        if not overdue:
+            for connection in wait(list(busy), timeout):
+                child = busy[connection]
+                try:
+                    outcome = connection.recv()
+                except (EOFError, OSError):
+                    ended.append(self._replace(child, self._died(child)))
+                    continue
+                child.record = None
+                ended.append(self._ended(outcome))
+        for child in self._children:
+            if child.record is not None and child.record["id"] in self.overdue():
+                ended.append(self._replace(child, self._killed(child)))
+        return ended
+
+    def _killed(self, child: _Child) -> str:
+        _, hard = time_limits(child.record, self.soft, self.hard)
+        child.process.kill()
+        return f"TimeLimitExceeded: hard time limit ({hard:g} s) exceeded; the process was killed"
+
+    def _died(self, child: _Child) -> str:
+        child.process.join(1)
+        code = child.process.exitcode
+        return f"WorkerLostError: the process running the task died (exit code {code})"
+
+    def _replace(self, child: _Child, reason: str) -> Outcome:
+        record = child.record
+        child.process.join(5)
+        child.connection.close()
+        index = self._children.index(child)
+        self._children[index] = self._spawn()
+        logger.error("task %s (%s): %s", record["id"], record["name"], reason)
+        outcome, payload, delay = failure(record, reason)
+        return self._ended(
+            Outcome(record, outcome, payload, delay, time.monotonic() - child.started)
+        )
+
+    def close(self, *, kill: bool = False) -> None:
+        for child in self._children:
+            if kill:
+                child.process.kill()
+            else:
+                with contextlib.suppress(OSError):
+                    child.connection.send(None)
+        for child in self._children:
+            child.process.join(5)
+            if child.process.is_alive():
+                child.process.kill()
+                child.process.join()
+            child.connection.close()
+        self._children = []
+
+
+def _child_main(connection: Connection, parent: int, worker_id: str, group: str) -> None:
+    """A prefork child: run the tasks the worker sends until told to stop or orphaned."""
+    from .queue import TaskQueue
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
+    queue = TaskQueue(group)
+    while True:
+        try:
+            message = connection.recv()
+        except (EOFError, OSError):
+            break
+        if message is None:
+            break
+        record, soft = message
+        connection.send(run_with_alarm(record, worker_id, queue, soft))
+    connection.close()
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(ORPHAN_CHECK)
+    os._exit(1)
+
+
+POOLS: dict[str, type[Pool]] = {"solo": SoloPool, "threads": ThreadPool, "prefork": PreforkPool}
