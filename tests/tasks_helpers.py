@@ -116,3 +116,83 @@ def wait_until(predicate, timeout: float = 20.0, interval: float = 0.05) -> bool
         if value or time.monotonic() > deadline:
             return value
         time.sleep(interval)
+
+
+# -- tasks of the runtime tests (test_tasks_runtime.py) ------------------------------------
+
+CONCURRENT = "test:tasks:concurrent"  # counter of tasks running at once
+SEEN = "test:tasks:seen"  # list: how many were running together, per task
+
+
+@task(name="tests.meet", queue="default", max_retries=0)
+def meet(label: str, expected: int) -> None:
+    """Wait (at most 10 s) until ``expected`` tasks run at once; record how many did."""
+    client = get_redis()
+    client.incr(CONCURRENT)
+    deadline = time.monotonic() + 10
+    while int(client.get(CONCURRENT)) < expected and time.monotonic() < deadline:
+        time.sleep(0.01)
+    client.rpush(SEEN, f"{label}:{int(client.get(CONCURRENT))}")
+
+
+@task(name="tests.ignores_soft_limit", queue="default", max_retries=0)
+def ignores_soft_limit(label: str) -> None:
+    """Catch the soft limit and go on in Python, then block in C with SIGALRM blocked."""
+    from redisparts_app.exceptions import SoftTimeLimitExceeded
+
+    get_redis().rpush(ORDER, f"start:{label}")
+    try:
+        time.sleep(1000)
+    except SoftTimeLimitExceeded:
+        get_redis().rpush(ORDER, f"soft:{label}")
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    time.sleep(10**6)
+
+
+@task(name="tests.sleeps", queue="default", max_retries=0)
+def sleeps(label: str, seconds: float) -> None:
+    get_redis().rpush(ORDER, f"start:{label}")
+    time.sleep(seconds)
+    get_redis().rpush(ORDER, f"finish:{label}")
+
+
+@task(name="tests.async_record", queue="default", max_retries=0)
+async def async_record(label: str) -> None:
+    import asyncio
+
+    await asyncio.sleep(0.01)
+    record.func(f"async:{label}")
+
+
+@task(name="tests.db_count", queue="default", max_retries=0)
+def db_count(label: str) -> None:
+    from django.contrib.auth.models import User
+
+    get_redis().rpush(ORDER, f"{label}:{User.objects.count()}")
+
+
+@task(name="tests.db_break", queue="default", max_retries=0)
+def db_break(label: str) -> None:
+    """Close the database connection under Django, as a database restart would."""
+    from django.db import connection
+
+    connection.ensure_connection()
+    connection.connection.close()
+    get_redis().rpush(ORDER, label)
+
+
+def run_worker_forever(queues: list[str], options: dict) -> None:
+    Worker(queues, block=0.2, **options).run()
+
+
+def start_runtime_worker(queues: list[str], **options):
+    """Start a forked worker process with Worker ``options``, running until signalled;
+    return once it has beaten (its signal handlers are in place)."""
+    from redisparts_app.services.tasks import TaskQueue
+
+    # Not a daemon: a prefork worker has children of its own.
+    process = CONTEXT.Process(target=run_worker_forever, args=(queues, options))
+    process.start()
+    marker = f"-{process.pid}-"
+    assert wait_until(lambda: any(marker in w for w in TaskQueue().workers()), timeout=20)
+    return process

@@ -207,63 +207,64 @@ class Worker(_Stoppable):
             self.concurrency, self.worker_id, self.queue, self.soft_time_limit, self.time_limit
         )
         logger.info("worker %s listening on %s", self.worker_id, ", ".join(self.queues))
-        pool.start()
         empty = False
-        try:
-            with self.signals(), self._heartbeat():
-                while True:
-                    left = None if max_tasks is None else max_tasks - claimed
-                    wanted = 0 if self.stopping else pool.free() + self.prefetch - len(waiting)
-                    if left is not None:
-                        wanted = min(wanted, left)
-                    if wanted > 0 or done:
-                        result = self._guarded(
-                            backoff, functools.partial(self._claim, max(0, wanted), done)
-                        )
-                        if result is not None:
-                            jobs, lost = result
-                            self._report_done(done, lost)
-                            ended += len(done)
-                            done = []
-                            claimed += len(jobs)
-                            waiting.extend(jobs)
-                            empty = wanted > 0 and not jobs
-                    while waiting and pool.free() > 0 and not self.stopping:
-                        record, deliveries = waiting.popleft()
-                        self._deliveries[record["id"]] = deliveries
-                        pool.submit(record)
-                        if pool.runs_inline:  # ended already: record it before the next
+        with self.signals():  # before the pool forks: Ctrl-C is the worker's
+            pool.start()
+            try:
+                with self._heartbeat():
+                    while True:
+                        left = None if max_tasks is None else max_tasks - claimed
+                        wanted = 0 if self.stopping else pool.free() + self.prefetch - len(waiting)
+                        if left is not None:
+                            wanted = min(wanted, left)
+                        if wanted > 0 or done:
+                            result = self._guarded(
+                                backoff, functools.partial(self._claim, max(0, wanted), done)
+                            )
+                            if result is not None:
+                                jobs, lost = result
+                                self._report_done(done, lost)
+                                ended += len(done)
+                                done = []
+                                claimed += len(jobs)
+                                waiting.extend(jobs)
+                                empty = wanted > 0 and not jobs
+                        while waiting and pool.free() > 0 and not self.stopping:
+                            record, deliveries = waiting.popleft()
+                            self._deliveries[record["id"]] = deliveries
+                            pool.submit(record)
+                            if pool.runs_inline:  # ended already: record it before the next
+                                break
+                        # While some slots are busy, wait for one to end (looking for new work
+                        # now and then while a slot is free); the solo pool has already ended.
+                        timeout = 0.0
+                        if pool.busy:
+                            timeout = 0.05 if pool.free() > 0 and not self.stopping else self.block
+                        for outcome in pool.wait(timeout):
+                            self._held.discard(outcome.record["id"])
+                            if outcome.outcome == "done":
+                                done.append(outcome.record)
+                            else:
+                                ended += 1
+                                self._report(self._record(outcome))
+                        if pool.busy or done:
+                            continue
+                        if self.stopping or (left is not None and left <= 0):
                             break
-                    # While some slots are busy, wait for one to end (looking for new work
-                    # now and then while a slot is free); the solo pool has already ended.
-                    timeout = 0.0
-                    if pool.busy:
-                        timeout = 0.05 if pool.free() > 0 and not self.stopping else self.block
-                    for outcome in pool.wait(timeout):
-                        self._held.discard(outcome.record["id"])
-                        if outcome.outcome == "done":
-                            done.append(outcome.record)
-                        else:
-                            ended += 1
-                            self._report(self._record(outcome))
-                    if pool.busy or done:
-                        continue
-                    if self.stopping or (left is not None and left <= 0):
-                        break
-                    if burst and empty and backoff.failures == 0:
-                        break
-                    if empty and backoff.failures == 0 and not waiting:
-                        self._guarded(backoff, lambda: self.queue.wait_for_work(self._idle()))
-                if done:
-                    lost = set(self._acknowledge(done))
-                    self._report_done(done, lost)
-                    ended += len(done)
-                self._release([record for record, _ in waiting])
-                if not self._held:
-                    self._guarded(backoff, lambda: self.queue.retire(self.worker_id))
-        finally:
-            pool.close(kill=bool(pool.busy))
-            self._pool = None
+                        if burst and empty and backoff.failures == 0:
+                            break
+                        if empty and backoff.failures == 0 and not waiting:
+                            self._guarded(backoff, lambda: self.queue.wait_for_work(self._idle()))
+                    if done:
+                        lost = set(self._acknowledge(done))
+                        self._report_done(done, lost)
+                        ended += len(done)
+                    self._release([record for record, _ in waiting])
+                    if not self._held:
+                        self._guarded(backoff, lambda: self.queue.retire(self.worker_id))
+            finally:
+                pool.close(kill=bool(pool.busy))
+                self._pool = None
         logger.info("worker %s stopped after %d task(s)", self.worker_id, ended)
         return ended
 
@@ -429,13 +430,14 @@ class Scheduler(_Stoppable):
 
 
 class _Heartbeat(threading.Thread):
-    """Beat every QUEUE_HEARTBEAT seconds: record the worker alive and extend the leases
-    of the tasks it holds, except those past their hard time limit."""
+    """Beat every QUEUE_HEARTBEAT seconds (every third of the lease if that is shorter):
+    record the worker alive and extend the leases of the tasks it holds, except those
+    past their hard time limit."""
 
     def __init__(self, worker: Worker) -> None:
         super().__init__(daemon=True, name=f"heartbeat-{worker.worker_id}")
         self.worker = worker
-        self.interval = float(app_settings.QUEUE_HEARTBEAT)
+        self.interval = min(float(app_settings.QUEUE_HEARTBEAT), worker.lease / 3)
         self._done = threading.Event()
 
     def run(self) -> None:
