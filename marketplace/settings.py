@@ -221,6 +221,9 @@ MARKETPLACE = {
     "PAGE_SIZE": 20,
     # The queues the demo's worker serves, in priority order.
     "WORKER_QUEUES": ["email", "default"],
+    # Two child processes; an e-mail stuck on SMTP is interrupted at 30 s and its process
+    # replaced at 60 s, so one hung send never holds the worker.
+    "WORKER_OPTIONS": ["--concurrency", "2", "--soft-time-limit", "30", "--time-limit", "60"],
     # (events, seconds): login attempts per account name and client address, chat
     # messages and guild mails per sender. Beyond: 429 with Retry-After.
     "RATE_LIMITS": {"login": (10, 60), "chat": (60, 60), "mail": (20, 60)},

@@ -74,7 +74,14 @@ class Command(BaseCommand):
         """Name and manage.py arguments of each process the demo runs."""
         return [
             ("web", ["runserver", f"{host}:{port}", "--noreload"]),
-            ("worker", ["rp_worker", *settings.MARKETPLACE["WORKER_QUEUES"]]),
+            (
+                "worker",
+                [
+                    "rp_worker",
+                    *settings.MARKETPLACE["WORKER_QUEUES"],
+                    *settings.MARKETPLACE["WORKER_OPTIONS"],
+                ],
+            ),
             ("scheduler", ["rp_scheduler"]),
         ]
 
