@@ -1,31 +1,42 @@
-"""Queues: redisparts' task queue against RQ, Huey and a bare RPUSH/BLPOP loop.
+"""Queues: redisparts' task queue against Celery, Dramatiq, Huey, RQ and a bare RPUSH/BLPOP loop.
 
-No-op tasks, one worker, on the TCP loopback server. In each round every queue in turn
-(the order reversed every other round):
+Every job marks its start and its end in shared-memory arrays (outside Redis), so the
+checks that each enqueued job ran exactly once, and the latencies, do not rely on any
+queue's bookkeeping. Peers run as their documents advise for reliable delivery: Celery 5
+with the Redis broker, the solo pool, ``worker_prefetch_multiplier=1`` and
+``task_acks_late=True``; Dramatiq 2 with its RedisBroker, one process with one thread;
+Huey 3 (``RedisHuey``, one worker thread); RQ 2 (``SimpleWorker`` runs jobs in the
+worker, ``Worker`` forks a child per job). redisparts runs with its defaults: one task at
+a time in the worker (solo pool), no prefetch, each task acknowledged as it ends.
 
-- enqueue: the benchmark process enqueues its jobs one call at a time through the
-  queue's own API (jobs/s);
-- process: one worker process, forked once every job is queued, runs them all (jobs/s
-  from the worker's start to the end of the last job; the process start is left out).
+Sections, on the TCP loopback server:
 
-Queues: redisparts (``TaskQueue.enqueue``, ``Worker``: at least once, with leases),
-RQ 2 (``Queue.enqueue``; ``SimpleWorker`` runs jobs in the worker, ``Worker`` forks a
-child per job), Huey 3 (``RedisHuey`` defaults, a consumer with one worker thread) and
-the floor: RPUSH of a JSON body, and a worker looping on BLPOP. RQ's workers are slower,
-so they get fewer jobs per round (the rate is per job either way).
-
-Every job bumps its own slot in a shared-memory array (outside Redis), so the check that
-each enqueued job ran exactly once does not rely on any queue's bookkeeping.
+- throughput: no-op jobs, one worker; enqueue (jobs/s, one call at a time, queues taking
+  turns call by call) and process (jobs/s from the worker's start to its last job's end);
+- two workers, jobs of 1 ms: process rate of two worker processes;
+- latency: from enqueue to the job's start, 100 jobs/s into a running idle worker;
+- fairness (redisparts): two workers, 200 jobs of which 20 sleep 100 ms (every tenth, or
+  the last twenty): makespan against the lower bound max(work / 2, longest job);
+- duplicates per kill (redisparts): a worker of two child processes SIGKILLed 20 times
+  under load, then a healthy one finishes: re-runs per kill and lost jobs;
+- recovery (redisparts): a worker holding a long job is SIGKILLed while another idles:
+  seconds until the job starts again on the other, with the default 60 s lease.
 
     .venv/bin/python -m bench.queues [--quick] [--repetitions 3]
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import multiprocessing
+import os
+import signal
 import statistics
+import threading
 import time
+import warnings
 from multiprocessing.sharedctypes import RawArray
 from typing import Any
 
@@ -36,21 +47,35 @@ from redisparts_app.services.tasks import TaskQueue, Worker, get_task, task
 
 GROUP = QUEUE = "bench"
 BARE_KEY = "bench:bare"
-TASK_NAME = "bench.noop"
+TASK_NAME = "bench.job"
+FORK = multiprocessing.get_context("fork")
 
-# Jobs per round; None: the full count.
-JOBS = {"redisparts": None, "huey": None, "bare": None, "rq simple": 600, "rq fork": 120}
+# Jobs per round of the throughput section; None: the full count.
+JOBS = {
+    "redisparts": None,
+    "celery": None,
+    "dramatiq": None,
+    "huey": None,
+    "bare": None,
+    "rq simple": 600,
+    "rq fork": 120,
+}
 LABELS = {
     "redisparts": "redisparts TaskQueue + Worker",
+    "celery": "Celery, solo pool, acks late, prefetch 1",
+    "dramatiq": "Dramatiq RedisBroker, 1 thread",
     "rq simple": "RQ SimpleWorker",
     "rq fork": "RQ Worker (fork per job)",
     "huey": "Huey RedisHuey, 1 worker thread",
     "bare": "bare RPUSH / BLPOP loop",
 }
+PEERS = ["celery", "dramatiq", "huey", "rq simple"]
 # Ratios of redisparts to (queue, figure), with their targets.
 TARGETS = [
-    ("rq simple", "process", 10.0),
-    ("huey", "process", 1.5),
+    ("huey", "process", 1.0),
+    ("celery", "process", 5.0),
+    ("rq simple", "process", 20.0),
+    ("dramatiq", "process", None),
     ("huey", "enqueue", 1.0),
     ("bare", "process", None),
     ("bare", "enqueue", None),
@@ -58,26 +83,40 @@ TARGETS = [
 
 
 class Tally:
-    """Shared-memory run counts and end times per job, inherited by forked workers."""
+    """Shared-memory starts, runs and end times per job, inherited by forked workers."""
 
     def __init__(self, jobs: int) -> None:
+        self.starts = RawArray("i", jobs)
+        self.started = RawArray("d", jobs)
         self.runs = RawArray("i", jobs)
         self.ended = RawArray("d", jobs)
         self.done = RawArray("i", 1)
 
-    def record(self, index: int) -> None:
+    def start(self, index: int) -> None:
+        self.starts[index] += 1
+        self.started[index] = time.perf_counter()
+
+    def end(self, index: int) -> None:
         self.runs[index] += 1
         self.ended[index] = time.perf_counter()
         self.done[0] += 1
 
 
-# The tally of the round being measured, set before the worker forks.
+# The tally of the round being measured, set before the workers fork.
 TALLY: Tally | None = None
 
 
-def noop(index: int) -> None:
-    """The job of every queue: count the run of job ``index`` outside Redis."""
-    TALLY.record(index)
+def job(index: int, seconds: float = 0.0) -> None:
+    """The job of every queue: mark its start and end outside Redis, sleeping between."""
+    TALLY.start(index)
+    if seconds:
+        time.sleep(seconds)
+    TALLY.end(index)
+
+
+def wait_for(jobs: int) -> None:
+    while TALLY.done[0] < jobs:
+        time.sleep(0.002)
 
 
 # -- enqueue and work, per queue ----------------------------------------------------------
@@ -85,15 +124,76 @@ def noop(index: int) -> None:
 
 def redisparts_side(url: str):
     if get_task(TASK_NAME) is None:
-        task(name=TASK_NAME, queue=QUEUE, max_retries=0)(noop)
-    client = redis.Redis.from_url(url)
-    queue = TaskQueue(GROUP, client=client)
+        task(name=TASK_NAME, queue=QUEUE, max_retries=0)(job)
+    queue = TaskQueue(GROUP, client=redis.Redis.from_url(url))
 
-    def enqueue(index: int) -> None:
-        queue.enqueue(TASK_NAME, args=(index,), queue=QUEUE)
+    def enqueue(index: int, seconds: float = 0.0) -> None:
+        queue.enqueue(TASK_NAME, args=(index, seconds), queue=QUEUE)
 
-    def work(jobs: int) -> None:
-        Worker([QUEUE], group=GROUP, client=redis.Redis.from_url(url)).run(burst=True)
+    def work(jobs: int, burst: bool = True) -> None:
+        worker = Worker([QUEUE], group=GROUP, client=redis.Redis.from_url(url))
+        if burst:
+            worker.run(burst=True)
+        else:
+            worker.run(max_tasks=jobs)
+
+    return enqueue, work
+
+
+def celery_side(url: str):
+    from celery import Celery
+
+    app = Celery("bench", broker=url)
+    app.conf.update(
+        task_acks_late=True,
+        worker_prefetch_multiplier=1,
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+    )
+    celery_job = app.task(name="bench.celery_job")(job)
+
+    def enqueue(index: int, seconds: float = 0.0) -> None:
+        celery_job.delay(index, seconds)
+
+    def work(jobs: int, burst: bool = True) -> None:
+        logging.getLogger("celery").setLevel(logging.ERROR)
+        worker = app.Worker(
+            pool="solo",
+            concurrency=1,
+            loglevel="ERROR",
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+            quiet=True,
+        )
+
+        def stop_when_done() -> None:
+            wait_for(jobs)
+            os.kill(os.getpid(), signal.SIGTERM)  # Celery's warm shutdown
+
+        threading.Thread(target=stop_when_done, daemon=True).start()
+        with contextlib.suppress(SystemExit):
+            worker.start()
+
+    return enqueue, work
+
+
+def dramatiq_side(url: str):
+    import dramatiq
+    from dramatiq.brokers.redis import RedisBroker
+
+    broker = RedisBroker(url=url)
+    dramatiq.set_broker(broker)
+    actor = dramatiq.actor(job, broker=broker, max_retries=0, actor_name="bench_job")
+
+    def enqueue(index: int, seconds: float = 0.0) -> None:
+        actor.send(index, seconds)
+
+    def work(jobs: int, burst: bool = True) -> None:
+        worker = dramatiq.Worker(broker, worker_threads=1)
+        worker.start()
+        wait_for(jobs)
+        worker.stop()
 
     return enqueue, work
 
@@ -104,10 +204,10 @@ def rq_side(url: str, forking: bool):
     name = f"{QUEUE}-fork" if forking else QUEUE  # both RQ queues are filled before work
     queue = rq.Queue(name, connection=redis.Redis.from_url(url))
 
-    def enqueue(index: int) -> None:
-        queue.enqueue(noop, index)
+    def enqueue(index: int, seconds: float = 0.0) -> None:
+        queue.enqueue(job, index, seconds)
 
-    def work(jobs: int) -> None:
+    def work(jobs: int, burst: bool = True) -> None:
         kind = rq.Worker if forking else rq.SimpleWorker
         connection = redis.Redis.from_url(url)
         worker = kind([rq.Queue(name, connection=connection)], connection=connection)
@@ -120,16 +220,16 @@ def huey_side(url: str):
     from huey import RedisHuey
 
     huey = RedisHuey(QUEUE, url=url)
-    huey_noop = huey.task(name="noop")(noop)
+    huey_job = huey.task(name="job")(job)
 
-    def enqueue(index: int) -> None:
-        huey_noop(index)
+    def enqueue(index: int, seconds: float = 0.0) -> None:
+        huey_job(index, seconds)
 
-    def work(jobs: int) -> None:
+    def work(jobs: int, burst: bool = True) -> None:
+        logging.getLogger("huey").setLevel(logging.WARNING)
         consumer = huey.create_consumer(workers=1, periodic=False, check_worker_health=False)
         consumer.start()
-        while TALLY.done[0] < jobs:
-            time.sleep(0.005)
+        wait_for(jobs)
         consumer.stop(graceful=True)
 
     return enqueue, work
@@ -137,16 +237,20 @@ def huey_side(url: str):
 
 def bare_side(url: str):
     client = redis.Redis.from_url(url)
-    handlers = {"noop": noop}
+    handlers = {"job": job}
 
-    def enqueue(index: int) -> None:
-        client.rpush(BARE_KEY, json.dumps({"name": "noop", "args": [index]}))
+    def enqueue(index: int, seconds: float = 0.0) -> None:
+        client.rpush(BARE_KEY, json.dumps({"name": "job", "args": [index, seconds]}))
 
-    def work(jobs: int) -> None:
+    def work(jobs: int, burst: bool = True) -> None:
         conn = redis.Redis.from_url(url)
-        while found := conn.blpop([BARE_KEY], timeout=0.1):
-            job = json.loads(found[1])
-            handlers[job["name"]](*job["args"])
+        while TALLY.done[0] < jobs:
+            found = conn.blpop([BARE_KEY], timeout=0.1)
+            if found:
+                body = json.loads(found[1])
+                handlers[body["name"]](*body["args"])
+            elif burst:
+                break
 
     return enqueue, work
 
@@ -156,20 +260,19 @@ def sides(url: str, label: str):
         return redisparts_side(url)
     if label.startswith("rq"):
         return rq_side(url, forking=label == "rq fork")
-    if label == "huey":
-        return huey_side(url)
-    return bare_side(url)
+    return {"huey": huey_side, "celery": celery_side, "dramatiq": dramatiq_side}.get(
+        label, bare_side
+    )(url)
 
 
 def start_and_work(work, jobs: int) -> float:
-    """In the worker process: the perf_counter at the worker's start, then run the jobs."""
-    logging.getLogger("huey").setLevel(logging.WARNING)
+    """In a worker process: the perf_counter at the worker's start, then run the jobs."""
     started = time.perf_counter()
     work(jobs)
     return started
 
 
-def enqueue_rates(enqueuers: dict, jobs: dict[str, int]) -> dict[str, float]:
+def enqueue_rates(enqueuers: dict, jobs: dict[str, int], seconds: float = 0.0) -> dict:
     """Enqueue every queue's jobs call by call in turn; return 1 / median time per call."""
     times: dict[str, list[float]] = {label: [] for label in enqueuers}
     clock = time.perf_counter
@@ -178,9 +281,16 @@ def enqueue_rates(enqueuers: dict, jobs: dict[str, int]) -> dict[str, float]:
         for label, enqueue in order if index % 2 else reversed(order):
             if index < jobs[label]:
                 started = clock()
-                enqueue(index)
+                enqueue(index, seconds)
                 times[label].append(clock() - started)
     return {label: 1 / statistics.median(spent) for label, spent in times.items()}
+
+
+def exactly_once(jobs: int) -> bool:
+    return list(TALLY.runs) == [1] * jobs
+
+
+# -- throughput, one worker and two -------------------------------------------------------------
 
 
 def measure_round(ctx: Context, jobs: dict[str, int], reverse: bool) -> dict[str, Any]:
@@ -193,37 +303,40 @@ def measure_round(ctx: Context, jobs: dict[str, int], reverse: bool) -> dict[str
     for label in reversed(LABELS) if reverse else LABELS:
         TALLY = Tally(jobs[label])
         [started] = run_processes(start_and_work, [(made[label][1], jobs[label])])
-        runs = list(TALLY.runs)
         figures[label] = {
             "enqueue": enqueue[label],
             "process": jobs[label] / (max(TALLY.ended) - started),
-            "jobs": jobs[label],
-            "ran_once": runs.count(1),
-            "ran_more": sum(1 for count in runs if count > 1),
+            "once": exactly_once(jobs[label]),
         }
     return figures
 
 
-def run(ctx: Context) -> list[Section]:
+def two_workers_round(ctx: Context, jobs: int, reverse: bool) -> dict[str, Any]:
+    """Jobs of 1 ms, two worker processes per queue: process rate, first start to last end."""
+    global TALLY
+    labels = ["redisparts", *PEERS]
+    figures = {}
+    for label in reversed(labels) if reverse else labels:
+        ctx.client()
+        enqueue, work = sides(ctx.url(), label)
+        for index in range(jobs):
+            enqueue(index, 0.001)
+        TALLY = Tally(jobs)
+        starts = run_processes(start_and_work, [(work, jobs), (work, jobs)])
+        figures[label] = {
+            "process": jobs / (max(TALLY.ended) - min(starts)),
+            "once": exactly_once(jobs),
+        }
+    return figures
+
+
+def throughput(ctx: Context) -> list[Section]:
     full = 150 if ctx.quick else 2000
     jobs = {label: min(full, count or full) for label, count in JOBS.items()}
     samples = Samples([measure_round(ctx, jobs, bool(n % 2)) for n in range(ctx.repetitions)])
-    rows = [
-        [
-            LABELS[label],
-            jobs[label],
-            samples.median(label, "enqueue"),
-            samples.spread(label, "enqueue"),
-            samples.median(label, "process"),
-            samples.spread(label, "process"),
-            samples.ratio("redisparts", label, "process"),
-        ]
-        for label in LABELS
-    ]
-    exact = {
-        label: all(round_[label]["ran_once"] == round_[label]["jobs"] for round_ in samples.rounds)
-        for label in LABELS
-    }
+    two_jobs = 100 if ctx.quick else 600
+    pairs = Samples([two_workers_round(ctx, two_jobs, bool(n % 2)) for n in range(ctx.repetitions)])
+    best_peer = max(PEERS, key=lambda label: pairs.median(label, "process"))
     return [
         Section(
             title="Queues: no-op jobs, one worker (TCP loopback)",
@@ -236,7 +349,18 @@ def run(ctx: Context) -> list[Section]:
                 "range",
                 "redisparts / this, process",
             ],
-            rows=rows,
+            rows=[
+                [
+                    LABELS[label],
+                    jobs[label],
+                    samples.median(label, "enqueue"),
+                    samples.spread(label, "enqueue"),
+                    samples.median(label, "process"),
+                    samples.spread(label, "process"),
+                    samples.ratio("redisparts", label, "process"),
+                ]
+                for label in LABELS
+            ],
             ratios=[
                 Ratio(
                     f"redisparts / {LABELS[other]}, {figure}",
@@ -248,7 +372,7 @@ def run(ctx: Context) -> list[Section]:
             checks=[
                 Check(
                     f"{LABELS[label]}: every job ran exactly once",
-                    exact[label],
+                    all(round_[label]["once"] for round_ in samples.rounds),
                     "counted in shared memory outside Redis, every round",
                 )
                 for label in LABELS
@@ -258,8 +382,300 @@ def run(ctx: Context) -> list[Section]:
                 "call, 1 / median time per call; process: the workers take turns, from the "
                 "worker's start to the end of its last job",
             ],
+        ),
+        Section(
+            title="Queues: jobs of 1 ms, two worker processes",
+            columns=["queue", "jobs/round", "process/s", "range", "redisparts / this"],
+            rows=[
+                [
+                    LABELS[label],
+                    two_jobs,
+                    pairs.median(label, "process"),
+                    pairs.spread(label, "process"),
+                    pairs.ratio("redisparts", label, "process"),
+                ]
+                for label in ["redisparts", *PEERS]
+            ],
+            ratios=[
+                Ratio(
+                    f"redisparts / the best peer ({LABELS[best_peer]}), two workers, 1 ms jobs",
+                    pairs.ratio("redisparts", best_peer, "process"),
+                    1.0,
+                )
+            ],
+            checks=[
+                Check(
+                    f"{LABELS[label]}: every job ran exactly once",
+                    all(round_[label]["once"] for round_ in pairs.rounds),
+                    "counted in shared memory outside Redis, every round",
+                )
+                for label in ["redisparts", *PEERS]
+            ],
+            notes=["from the first worker's start to the last job's end"],
+        ),
+    ]
+
+
+# -- latency ----------------------------------------------------------------------------------
+
+
+def latency_round(ctx: Context, jobs: int, label: str) -> dict[str, float]:
+    """Enqueue-to-start times of ``jobs`` jobs sent at 100/s into a running idle worker."""
+    global TALLY
+    ctx.client()
+    warmup = 5
+    TALLY = Tally(warmup + jobs)
+    enqueue, work = sides(ctx.url(), label)
+    worker = FORK.Process(target=work, args=(warmup + jobs, False), daemon=False)
+    worker.start()
+    try:
+        for index in range(warmup):
+            enqueue(index)
+        deadline = time.monotonic() + 60
+        while TALLY.done[0] < warmup and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # idle again: blocked waiting for work
+        sent = []
+        tick = time.perf_counter()
+        for index in range(warmup, warmup + jobs):
+            sent.append(time.perf_counter())
+            enqueue(index)
+            tick += 0.01
+            time.sleep(max(0.0, tick - time.perf_counter()))
+        while TALLY.done[0] < warmup + jobs and time.monotonic() < deadline + 60:
+            time.sleep(0.01)
+    finally:
+        worker.join(30)
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+    waits = sorted((TALLY.started[warmup + n] - sent[n]) * 1000 for n in range(jobs))
+    return {
+        "p50": statistics.median(waits),
+        "p99": waits[min(len(waits) - 1, int(len(waits) * 0.99))],
+        "once": exactly_once(warmup + jobs),
+    }
+
+
+def latency(ctx: Context) -> list[Section]:
+    jobs = 50 if ctx.quick else 300
+    labels = ["redisparts", "huey", "celery", "dramatiq"]
+    rounds = []
+    for n in range(ctx.repetitions):
+        order = labels if n % 2 == 0 else list(reversed(labels))
+        rounds.append({label: latency_round(ctx, jobs, label) for label in order})
+    samples = Samples(rounds)
+    ratios = []
+    for peer, target in (("huey", 1.0), ("celery", 0.6)):
+        for figure in ("p50", "p99"):
+            ratios.append(
+                Ratio(
+                    f"redisparts / {LABELS[peer]}, latency {figure} (lower is better)",
+                    samples.ratio("redisparts", peer, figure),
+                    target,
+                    at_most=True,
+                )
+            )
+    return [
+        Section(
+            title="Queues: enqueue-to-start latency, 100 jobs/s into an idle worker (ms)",
+            columns=["queue", "p50 ms", "range", "p99 ms", "range"],
+            rows=[
+                [
+                    LABELS[label],
+                    samples.median(label, "p50"),
+                    samples.spread(label, "p50"),
+                    samples.median(label, "p99"),
+                    samples.spread(label, "p99"),
+                ]
+                for label in labels
+            ],
+            ratios=ratios,
+            checks=[
+                Check(
+                    f"{LABELS[label]}: every job ran exactly once",
+                    all(round_[label]["once"] for round_ in rounds),
+                    "counted in shared memory outside Redis",
+                )
+                for label in labels
+            ],
+            notes=[f"{jobs} jobs per round after 5 warm-up jobs; median of {ctx.repetitions}"],
         )
     ]
+
+
+# -- fairness, duplicates and recovery (redisparts) -------------------------------------------
+
+
+def fairness_round(ctx: Context, slow: list[int]) -> float:
+    """Makespan of 200 jobs on two workers, the ``slow`` ones sleeping 100 ms, over the
+    lower bound max(total work / 2, 0.1 s)."""
+    global TALLY
+    ctx.client()
+    enqueue, work = redisparts_side(ctx.url())
+    for index in range(200):
+        enqueue(index, 0.1 if index in slow else 0.0)
+    TALLY = Tally(200)
+    run_processes(start_and_work, [(work, 200), (work, 200)])
+    makespan = max(TALLY.ended) - min(TALLY.started)
+    bound = max(len(slow) * 0.1 / 2, 0.1)
+    return makespan / bound
+
+
+def duplicates_run(ctx: Context, kills: int) -> dict[str, float]:
+    """SIGKILL a prefork worker of concurrency 2 ``kills`` times under load; re-runs per kill."""
+    global TALLY
+    from django.test import override_settings
+
+    ctx.client()
+    jobs = 400
+    enqueue, _ = redisparts_side(ctx.url())
+    for index in range(jobs):
+        enqueue(index, 0.005)
+    TALLY = Tally(jobs)
+    url = ctx.url()
+
+    def serve() -> None:
+        Worker(
+            [QUEUE], group=GROUP, client=redis.Redis.from_url(url), pool="prefork", concurrency=2
+        ).run()
+
+    from django.conf import settings
+
+    faster = {"QUEUE_WORKER_TIMEOUT": 1.0, "QUEUE_MAX_DELIVERIES": 1000}
+    with override_settings(REDISPARTS={**settings.REDISPARTS, **faster}):
+        for _ in range(kills):
+            worker = FORK.Process(target=serve)
+            worker.start()
+            time.sleep(0.3)
+            worker.kill()
+            worker.join()
+        time.sleep(1.0)
+        last = FORK.Process(target=serve)
+        last.start()
+        deadline = time.monotonic() + 120
+        while sum(1 for runs in TALLY.runs if runs) < jobs and time.monotonic() < deadline:
+            time.sleep(0.05)
+        last.terminate()
+        last.join(30)
+    runs = list(TALLY.runs)
+    return {
+        "reruns_per_kill": sum(max(0, count - 1) for count in runs) / kills,
+        "lost": runs.count(0),
+    }
+
+
+def recovery_trial(ctx: Context) -> float:
+    """Seconds from the SIGKILL of a worker holding a job to the job's start elsewhere."""
+    global TALLY
+    ctx.client()
+    enqueue, _ = redisparts_side(ctx.url())
+    enqueue(0, 30.0)
+    TALLY = Tally(1)
+    url = ctx.url()
+
+    def serve() -> None:
+        Worker([QUEUE], group=GROUP, client=redis.Redis.from_url(url)).run()
+
+    holder = FORK.Process(target=serve)
+    holder.start()
+    while TALLY.starts[0] < 1:
+        time.sleep(0.005)
+    other = FORK.Process(target=serve)
+    other.start()
+    time.sleep(0.5)
+    killed = time.perf_counter()
+    holder.kill()
+    holder.join()
+    deadline = time.monotonic() + 30
+    while TALLY.starts[0] < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    recovered = TALLY.started[0] - killed if TALLY.starts[0] >= 2 else float("inf")
+    other.kill()
+    other.join()
+    return recovered
+
+
+def robustness(ctx: Context) -> list[Section]:
+    every_tenth = list(range(9, 200, 10))
+    last_twenty = list(range(180, 200))
+    fairness = Samples(
+        [
+            {
+                "every tenth": fairness_round(ctx, every_tenth),
+                "last twenty": fairness_round(ctx, last_twenty),
+            }
+            for _ in range(ctx.repetitions)
+        ]
+    )
+    kills = 5 if ctx.quick else 20
+    duplicates = duplicates_run(ctx, kills)
+    trials = [recovery_trial(ctx) for _ in range(2 if ctx.quick else 5)]
+    recovery = statistics.median(trials)
+    return [
+        Section(
+            title="Queues (redisparts): fairness, duplicates per kill, recovery",
+            columns=["measure", "figure", "range", "target"],
+            rows=[
+                [
+                    "makespan / lower bound, slow every tenth",
+                    fairness.median("every tenth"),
+                    fairness.spread("every tenth"),
+                    "<= 1.10",
+                ],
+                [
+                    "makespan / lower bound, slow last twenty",
+                    fairness.median("last twenty"),
+                    fairness.spread("last twenty"),
+                    "<= 1.10",
+                ],
+                [
+                    f"re-runs per SIGKILL (concurrency 2, {kills} kills)",
+                    duplicates["reruns_per_kill"],
+                    "",
+                    "<= 2",
+                ],
+                ["jobs lost", duplicates["lost"], "", "0"],
+                [
+                    "seconds from SIGKILL to the job running elsewhere (median)",
+                    recovery,
+                    f"{min(trials):.2f}..{max(trials):.2f}",
+                    "<= 5",
+                ],
+            ],
+            ratios=[],
+            checks=[
+                Check(
+                    "fairness, slow every tenth",
+                    fairness.median("every tenth") <= 1.10,
+                    "makespan <= 1.10 x max(work / 2, longest job)",
+                ),
+                Check(
+                    "fairness, slow last twenty",
+                    fairness.median("last twenty") <= 1.10,
+                    "makespan <= 1.10 x max(work / 2, longest job)",
+                ),
+                Check(
+                    "re-runs per kill <= concurrency",
+                    duplicates["reruns_per_kill"] <= 2,
+                    "counted in shared memory outside Redis",
+                ),
+                Check("no job lost", duplicates["lost"] == 0, "after the kills"),
+                Check(
+                    "recovery within 5 s",
+                    recovery <= 5.0,
+                    "QUEUE_WORKER_TIMEOUT 3 s, default 60 s lease",
+                ),
+            ],
+            notes=["two solo workers, no prefetch; the kills come every 0.3 s"],
+        )
+    ]
+
+
+def run(ctx: Context) -> list[Section]:
+    logging.getLogger("redisparts.tasks").setLevel(logging.ERROR)  # the reaper's notes
+    warnings.filterwarnings("ignore", message="You're running the worker with superuser")
+    return [*throughput(ctx), *latency(ctx), *robustness(ctx)]
 
 
 if __name__ == "__main__":

@@ -340,7 +340,9 @@ class PreforkPool(Pool):
         self._children = [self._spawn() for _ in range(self.size)]
 
     def _spawn(self) -> _Child:
-        return _Child(self._context, _child_main, (os.getpid(), self.worker_id, self.queue.group))
+        # The worker's queue goes over as it is: forked, not pickled; its client's pools
+        # open new connections in the child.
+        return _Child(self._context, _child_main, (os.getpid(), self.worker_id, self.queue))
 
     def submit(self, record: dict[str, Any]) -> None:
         child = next(child for child in self._children if child.record is None)
@@ -410,14 +412,11 @@ class PreforkPool(Pool):
         self._children = []
 
 
-def _child_main(connection: Connection, parent: int, worker_id: str, group: str) -> None:
+def _child_main(connection: Connection, parent: int, worker_id: str, queue: Any) -> None:
     """A prefork child: run the tasks the worker sends until told to stop or orphaned."""
-    from .queue import TaskQueue
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
-    queue = TaskQueue(group)
     while True:
         try:
             message = connection.recv()
