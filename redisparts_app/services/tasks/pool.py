@@ -67,8 +67,8 @@ logger = logging.getLogger("redisparts.tasks")
 # Runners for task kinds other than registered @task callables.
 KIND_RUNNERS = {"django": "redisparts_app.tasks_backend.run_task"}
 # Sent around each task run, in the thread that runs it; ``record`` is the task record.
-task_started = Signal()
-task_finished = Signal()
+task_started = Signal(use_caching=True)
+task_finished = Signal(use_caching=True)
 task_started.connect(close_old_connections)
 task_finished.connect(close_old_connections)
 

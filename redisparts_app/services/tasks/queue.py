@@ -156,6 +156,15 @@ def _enqueue_keys(prefix: str, group: str, queue: str) -> tuple[str, ...]:
     return tuple(_group_key(prefix, group, role) for role in roles)
 
 
+@lru_cache(maxsize=256)
+def _claim_keys(prefix: str, group: str, queues: tuple[str, ...]) -> tuple[str, ...]:
+    """KEYS[1..5+q] of queue_dequeue.lua for ``queues`` (checked here, once per process)."""
+    roles = ["tasks", "inflight", "owners", "deliveries", "wake"]
+    keys = [_group_key(prefix, group, (role,)) for role in roles]
+    keys += [_group_key(prefix, group, ("q", validate_key_part(q, "queue"))) for q in queues]
+    return tuple(keys)
+
+
 class TaskQueue:
     """The named queues of one group (hash tag); ``group`` defaults to QUEUE_GROUP."""
 
@@ -369,8 +378,7 @@ class TaskQueue:
         pairs, ids of done tasks ``worker_id`` no longer held, which are left as they are).
         The de-duplication key of a task recorded done is released.
         """
-        keys = [self.key(role) for role in ("tasks", "inflight", "owners", "deliveries", "wake")]
-        keys += [self.queue_key(queue) for queue in queues]
+        keys = list(_claim_keys(app_settings.KEY_PREFIX, self.group, tuple(queues)))
         deduped = [record for record in done if record.get("dedup")]
         keys += [self.dedup_key(record["dedup"]) for record in deduped]
         args = [worker_id, int(lease * 1000), count, len(queues), len(done)]
