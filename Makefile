@@ -4,11 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint format bench load clean-demo help
+.PHONY: demo test docs lint format bench load clean-demo help
 
 help:
 	@echo "make demo   run the demo site with the embedded Redis at http://127.0.0.1:8000"
 	@echo "make test   run the whole test suite against Redis servers it starts itself"
+	@echo "make docs   build the documentation site into var/docs/html (warnings are errors)"
 	@echo "make lint   ruff check and format check"
 	@echo "make bench  run every benchmark (ONLY=locks,semaphores QUICK=1 to narrow it)"
 	@echo "make load   serve the demo with gunicorn and run locust on it; report in var/load/"
@@ -27,8 +28,13 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
+	$(BIN)/python -m sphinx -W --keep-going -q -b html docs var/docs/html
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(BIN)/python -m pytest tests/demo --ds=tests.demo.settings $(PYTEST_ARGS)
+
+docs: $(STAMP)
+	$(BIN)/python -m sphinx -W --keep-going -b html docs var/docs/html
+	@echo "open var/docs/html/index.html"
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check .

@@ -1,5 +1,5 @@
 """A backend for Django's Tasks API (``django.tasks`` on Django 6, the ``django-tasks``
-backport on 5.2) that runs tasks through redisparts' task queues.
+backport on 5.2) that runs tasks through redisparts' task queues::
 
     TASKS = {
         "default": {

@@ -1,7 +1,7 @@
 """Group chat pulled by its members: create, send, fetch pending, join, leave.
 
 Keys of one chat share the chat's hash tag, so every step on a chat is one Lua
-script in one Cluster slot; a user's list of chats has the user's tag:
+script in one Cluster slot; a user's list of chats has the user's tag::
 
     rp:chat:{<chat>}:members     zset member -> id of the last message they fetched
     rp:chat:{<chat>}:msgs        zset message JSON {id, sender, ts, text} -> id
