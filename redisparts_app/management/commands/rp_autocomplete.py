@@ -3,9 +3,9 @@ from pathlib import Path
 
 import redis
 from django.core.management.base import BaseCommand, CommandError
-from tqdm import tqdm
 
 from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.management.progress import progress_bar
 from redisparts_app.services.autocomplete import (
     METHODS,
     AddressBook,
@@ -106,7 +106,7 @@ class Command(BaseCommand):
     def _load(self, book: AddressBook, names: list[str], verbosity: int) -> None:
         added = 0
         done = 0
-        bar = tqdm(total=len(names), unit="name", disable=verbosity < 1, file=self.stderr)
+        bar = progress_bar(total=len(names), unit="name", disable=verbosity < 1, stream=self.stderr)
         try:
             for first in range(0, len(names), BATCH):
                 batch = names[first : first + BATCH]

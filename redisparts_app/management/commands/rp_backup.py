@@ -1,9 +1,9 @@
 import redis
 from django.core.management.base import BaseCommand, CommandError
-from tqdm import tqdm
 
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import BackupError, ConnectionNotConfigured, shorten
+from redisparts_app.management.progress import progress_bar
 from redisparts_app.services.persistence import backup
 
 
@@ -28,7 +28,9 @@ class Command(BaseCommand):
     def handle(self, *args, destination, connection, timeout, verbosity, **options):
         if timeout is not None and timeout <= 0:
             raise CommandError("--timeout must be a positive number of seconds", returncode=2)
-        bar = tqdm(total=100, unit="%", desc="BGSAVE", disable=verbosity < 1, file=self.stderr._out)
+        bar = progress_bar(
+            total=100, unit="%", desc="BGSAVE", disable=verbosity < 1, stream=self.stderr
+        )
 
         def show(percent: float) -> None:
             bar.update(max(0.0, percent - bar.n))

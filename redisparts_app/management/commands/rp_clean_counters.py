@@ -5,10 +5,10 @@ import time
 import redis
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
-from tqdm import tqdm
 
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.management.progress import progress_bar
 from redisparts_app.services.counters import (
     CleanReport,
     clean_counters,
@@ -74,7 +74,8 @@ class Command(BaseCommand):
                 signal.signal(signal.SIGTERM, previous)
 
     def _pass(self, client, pass_number: int, interval: float, verbosity: int) -> CleanReport:
-        with tqdm(
+        with progress_bar(
+            stream=self.stderr,
             total=index_size(client=client),
             desc=f"pass {pass_number}",
             unit="counter",

@@ -2,10 +2,10 @@ from pathlib import Path
 
 import redis
 from django.core.management.base import BaseCommand, CommandError
-from tqdm import tqdm
 
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import RedisPartsError, shorten
+from redisparts_app.management.progress import progress_bar
 from redisparts_app.services import files
 
 
@@ -55,12 +55,12 @@ class Command(BaseCommand):
             raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
 
         total = sum(p.stat().st_size for p in path.iterdir() if p.is_file())
-        bar = tqdm(
+        bar = progress_bar(
             total=total,
             unit="B",
             unit_scale=True,
             desc=f"copy to {channel}",
-            file=self.stderr,
+            stream=self.stderr,
             disable=options["verbosity"] < 1,
         )
         try:

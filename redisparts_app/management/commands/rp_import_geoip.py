@@ -1,9 +1,9 @@
 import redis
 from django.core.management.base import BaseCommand, CommandError
-from tqdm import tqdm
 
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import RedisPartsError, shorten
+from redisparts_app.management.progress import progress_bar
 from redisparts_app.services import geoip
 
 
@@ -56,8 +56,8 @@ class Command(BaseCommand):
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
 
-        bar = tqdm(
-            total=total, unit="rows", desc="GeoIP import", file=self.stderr, disable=verbosity < 1
+        bar = progress_bar(
+            total=total, unit="rows", desc="GeoIP import", stream=self.stderr, disable=verbosity < 1
         )
         try:
             report = geoip.import_geoip(

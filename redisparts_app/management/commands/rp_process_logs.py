@@ -1,10 +1,10 @@
 import redis
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.module_loading import import_string
-from tqdm import tqdm
 
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.management.progress import progress_bar
 from redisparts_app.services import files
 
 
@@ -64,11 +64,11 @@ class Command(BaseCommand):
             self.stdout.write(f"{name}: {lines_of_file[0]} lines")
             lines_of_file[0] = 0
 
-        bar = tqdm(
+        bar = progress_bar(
             unit="B",
             unit_scale=True,
             desc=f"process {channel}",
-            file=self.stderr,
+            stream=self.stderr,
             disable=options["verbosity"] < 1,
         )
 

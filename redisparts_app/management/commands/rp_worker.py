@@ -3,9 +3,9 @@ from importlib import import_module
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.module_loading import autodiscover_modules
-from tqdm import tqdm
 
 from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.management.progress import progress_bar
 from redisparts_app.services.tasks import Worker
 from redisparts_app.services.tasks.worker import logger
 
@@ -93,7 +93,8 @@ class Command(BaseCommand):
         except (RedisPartsError, ValueError) as exc:
             raise CommandError(str(exc), returncode=2) from exc
         _log_to_stderr(verbosity)
-        with tqdm(
+        with progress_bar(
+            stream=self.stderr,
             total=max_tasks,
             unit="task",
             desc="tasks",
