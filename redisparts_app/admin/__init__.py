@@ -41,7 +41,7 @@ from ..services import (
     stats,
 )
 from ..services.persistence import server_status
-from ..services.tasks import TaskQueue
+from ..services.tasks import TaskQueue, queue_groups
 from .charts import bar_chart
 from .forms import AutocompleteForm, ConfigForm, MaintenanceForm
 
@@ -192,7 +192,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
         groups = []
-        for group in listings.queue_groups():
+        for group in queue_groups(with_default=True):
             counts = TaskQueue(group).counts()
             groups.append({"name": group, "ready": sum(counts["queues"].values()), **counts})
         return self._render(
@@ -254,7 +254,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
                 "help_text": help_text,
                 "kinds": [(key, value[0], counts[key]) for key, value in TASK_LISTS.items()],
                 "group": queue.group,
-                "groups": listings.queue_groups(),
+                "groups": queue_groups(with_default=True),
                 "tasks": tasks,
                 "pages": pages,
                 "now": time.time(),

@@ -37,7 +37,7 @@ from ..connection import get_redis, slot_client
 from ..keys import make_key, scan_keys
 from . import counters, listings
 from .persistence import node_statuses
-from .tasks import TaskQueue
+from .tasks import TaskQueue, queue_groups
 
 # Keys read per pipeline when a walk found many names.
 BATCH = 200
@@ -189,7 +189,7 @@ def queue_figures(*, groups: Iterable[str] | None = None, client: Any = None) ->
     """Return the figures of ``groups`` (default: every group with queues), sorted by name."""
     client = client if client is not None else get_redis()
     if groups is None:
-        groups = listings.queue_groups(client=client)
+        groups = queue_groups(client=client, with_default=True)
     return [group_figures(group, client=client) for group in sorted(groups)]
 
 

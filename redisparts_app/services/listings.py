@@ -20,7 +20,7 @@ Limits: SCAN guarantees that a key present for the whole walk is returned at lea
 one that appears or disappears meanwhile may be missed, and a page may hold a few more
 entries than asked, about twice as many at most (SCAN returns whole batches). On a Redis
 Cluster every walk covers every primary: the cursor pages one primary after the other
-(``keys.scan_step``), the full listings (``queue_groups``, ``stats_entries``) through
+(``keys.scan_step``), the full listing (``stats_entries``) through
 redis-py's per-node ``scan_iter``. Each page reads its keys with one pipeline, which
 redis-py's cluster client splits per node: not a snapshot, and not one on a server either.
 """
@@ -36,7 +36,7 @@ from . import counters, locks
 from .chat import chat_keys
 from .logs import SEVERITIES
 
-# Keys SCAN looks at per call of a full walk (``queue_groups``, ``stats_entries``).
+# Keys SCAN looks at per call of a full walk (``stats_entries``).
 SCAN_BATCH = 500
 # Most SCAN calls one page makes, so a sparse keyspace cannot keep a request busy; the
 # page then comes back short (maybe empty) with a cursor to go on from.
@@ -80,22 +80,6 @@ def scan_page(
     pattern, regex = tag_pattern(component, *roles)
     found, cursor = _scan_matches(pattern, regex, cursor, count, client)
     return Page(sorted(tag for (tag,) in found), cursor)
-
-
-def queue_groups(*, client=None) -> list[str]:
-    """Return the task-queue groups that have a queue registry, sorted (a full SCAN).
-
-    Groups are few (one per hash tag chosen in the settings or a ``@task``), so the
-    walk is short even on a large keyspace; the default group is always listed.
-    """
-    client = client if client is not None else get_redis()
-    pattern, regex = tag_pattern("queue", "queues")
-    found = {str(app_settings.QUEUE_GROUP)}
-    for key in scan_keys(client, pattern, count=SCAN_BATCH):
-        match = regex.match(key.decode("utf-8", "replace"))
-        if match:
-            found.add(match.group(1))
-    return sorted(found)
 
 
 def lock_page(cursor: int = 0, count: int = 50, *, client=None) -> tuple[list[locks.HeldLock], int]:

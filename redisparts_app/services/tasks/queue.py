@@ -65,13 +65,16 @@ class TaskInfo:
     kind: str = "task"
 
 
-def queue_groups(*, client: Any = None) -> list[str]:
-    """Return the names of the queue groups that hold queues, sorted (SCAN, never KEYS)."""
+def queue_groups(*, client: Any = None, with_default: bool = False) -> list[str]:
+    """Return the names of the queue groups that hold queues, sorted (SCAN, never KEYS).
+
+    ``with_default``: list REDISPARTS["QUEUE_GROUP"] even before it holds a queue.
+    """
     client = client if client is not None else get_redis()
     prefix = f"{app_settings.KEY_PREFIX}:{COMPONENT}:{{"
-    groups = set()
+    groups = {str(app_settings.QUEUE_GROUP)} if with_default else set()
     for key in scan_keys(client, f"{app_settings.KEY_PREFIX}:{COMPONENT}:*:queues"):
-        text = key.decode()
+        text = key.decode("utf-8", "replace")
         if text.startswith(prefix) and text.endswith("}:queues"):
             groups.add(text[len(prefix) : -len("}:queues")])
     return sorted(groups)
