@@ -672,10 +672,30 @@ def robustness(ctx: Context) -> list[Section]:
     ]
 
 
-def run(ctx: Context) -> list[Section]:
+def _section_process(measure, ctx: Context, sender) -> None:
     logging.getLogger("redisparts.tasks").setLevel(logging.ERROR)  # the reaper's notes
     warnings.filterwarnings("ignore", message="You're running the worker with superuser")
-    return [*throughput(ctx), *latency(ctx), *robustness(ctx)]
+    try:
+        sender.send(measure(ctx))
+    except BaseException as exc:
+        sender.send(exc)
+        raise
+
+
+def run(ctx: Context) -> list[Section]:
+    """Each part in a process of its own, forked from this one: the peers' clients and
+    threads of one part are never inherited by the workers forked for the next."""
+    sections: list[Section] = []
+    for measure in (throughput, latency, robustness):
+        receiver, sender = FORK.Pipe(duplex=False)
+        part = FORK.Process(target=_section_process, args=(measure, ctx, sender))
+        part.start()
+        result = receiver.recv()
+        part.join()
+        if isinstance(result, BaseException):
+            raise result
+        sections += result
+    return sections
 
 
 if __name__ == "__main__":

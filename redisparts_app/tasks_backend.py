@@ -115,15 +115,15 @@ class RedisTaskBackend(BaseTaskBackend):
                 result.args,
                 result.kwargs,
                 task.queue_name,
-                delay,
-                0,  # max retries: the Tasks API has none
-                None,
-                None,
-                False,  # on commit: handled here
-                None,
-                result.id,
-                None,
-                None,
+                delay=delay,
+                max_retries=0,  # the Tasks API has no retries
+                dedup_key=None,
+                dedup_ttl=None,
+                on_commit=False,  # handled here
+                using=None,
+                task_id=result.id,
+                wait_replicas=None,
+                wait_timeout=None,
                 kind="django",
                 front=task.priority > DEFAULT_TASK_PRIORITY,
             )

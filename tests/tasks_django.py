@@ -21,3 +21,11 @@ def boom() -> None:
 @django_tasks.task(takes_context=True)
 def which_attempt(context) -> int:
     return context.attempt
+
+
+@django_tasks.task()
+async def async_double(value: int) -> int:
+    import asyncio
+
+    await asyncio.sleep(0.001)
+    return value * 2

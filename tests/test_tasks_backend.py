@@ -12,7 +12,7 @@ from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
 
 from redisparts_app.exceptions import InvalidTask
 from redisparts_app.services.tasks import TaskQueue, Worker
-from tests.tasks_django import add, boom, shout, which_attempt
+from tests.tasks_django import add, async_double, boom, shout, which_attempt
 from tests.tasks_helpers import start_worker, stop, wait_until
 
 TASKS = {
@@ -110,3 +110,21 @@ def test_enqueue_inside_a_rolled_back_transaction_never_runs(redis_client):
     with pytest.raises(TaskResultDoesNotExist):
         add.get_result(str(info.value))
     assert redis_client.dbsize() == 0
+
+
+def test_async_tasks_run_in_the_worker(redis_client):
+    result = async_double.enqueue(21)
+    Worker(["default"]).run(burst=True)
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == 42
+
+
+def test_a_higher_priority_goes_to_the_head_of_its_queue(redis_client):
+    first = add.enqueue(1, 1)
+    low = add.using(priority=-10).enqueue(2, 2)
+    high = add.using(priority=10).enqueue(3, 3)
+    order = [info.id for info in TaskQueue().peek("default")]
+    assert order == [high.id, first.id, low.id]
+    Worker(["default"]).run(burst=True)
+    assert add.get_result(high.id).return_value == 6
