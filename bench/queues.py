@@ -90,7 +90,8 @@ class Tally:
         self.started = RawArray("d", jobs)
         self.runs = RawArray("i", jobs)
         self.ended = RawArray("d", jobs)
-        self.done = RawArray("i", 1)
+        # Bumped by several worker processes at once: under its lock.
+        self.finished = FORK.Value("i", 0)
 
     def start(self, index: int) -> None:
         self.starts[index] += 1
@@ -99,7 +100,8 @@ class Tally:
     def end(self, index: int) -> None:
         self.runs[index] += 1
         self.ended[index] = time.perf_counter()
-        self.done[0] += 1
+        with self.finished.get_lock():
+            self.finished.value += 1
 
 
 # The tally of the round being measured, set before the workers fork.
@@ -115,7 +117,7 @@ def job(index: int, seconds: float = 0.0) -> None:
 
 
 def wait_for(jobs: int) -> None:
-    while TALLY.done[0] < jobs:
+    while TALLY.finished.value < jobs:
         time.sleep(0.002)
 
 
@@ -244,7 +246,7 @@ def bare_side(url: str):
 
     def work(jobs: int, burst: bool = True) -> None:
         conn = redis.Redis.from_url(url)
-        while TALLY.done[0] < jobs:
+        while TALLY.finished.value < jobs:
             found = conn.blpop([BARE_KEY], timeout=0.1)
             if found:
                 body = json.loads(found[1])
@@ -432,7 +434,7 @@ def latency_round(ctx: Context, jobs: int, label: str) -> dict[str, float]:
         for index in range(warmup):
             enqueue(index)
         deadline = time.monotonic() + 60
-        while TALLY.done[0] < warmup and time.monotonic() < deadline:
+        while TALLY.finished.value < warmup and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.2)  # idle again: blocked waiting for work
         sent = []
@@ -442,7 +444,7 @@ def latency_round(ctx: Context, jobs: int, label: str) -> dict[str, float]:
             enqueue(index)
             tick += 0.01
             time.sleep(max(0.0, tick - time.perf_counter()))
-        while TALLY.done[0] < warmup + jobs and time.monotonic() < deadline + 60:
+        while TALLY.finished.value < warmup + jobs and time.monotonic() < deadline + 60:
             time.sleep(0.01)
     finally:
         worker.join(30)
