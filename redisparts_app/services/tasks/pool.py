@@ -19,7 +19,9 @@ Time limits, in seconds:
   recorded as failed (or retried) with the reason, and a new child takes its place.
   ``solo`` and ``threads`` cannot stop a thread: at its hard limit the worker stops
   renewing the task's lease, so the task goes back to the queue when the lease ends
-  (and to quarantine after QUEUE_MAX_DELIVERIES), and logs an error.
+  (and to quarantine after QUEUE_MAX_DELIVERIES), and logs an error. A thread that
+  never returns also keeps the worker process from exiting: run tasks that may hang
+  in C in the prefork pool.
 
 A prefork child whose worker died (SIGKILL) exits within half a second, so it does not
 go on running the task the reaper gives to another worker.
@@ -223,7 +225,8 @@ class Pool:
     def overdue(self) -> set[str]:
         """Ids of the running tasks past their hard limit."""
         now = time.monotonic()
-        return {task_id for task_id, deadline in self.deadlines.items() if deadline <= now}
+        # A copy: the heartbeat thread asks while the worker's thread changes the dict.
+        return {task_id for task_id, deadline in list(self.deadlines.items()) if deadline <= now}
 
 
 class SoloPool(Pool):
@@ -355,7 +358,7 @@ class PreforkPool(Pool):
         if not busy:
             return []
         overdue = self.overdue()
-        deadlines = [self.deadlines[task_id] for task_id in self.deadlines]
+        deadlines = list(self.deadlines.values())
         if deadlines:
             timeout = max(0.0, min(timeout, min(deadlines) - time.monotonic()))
         ended: list[Outcome] = []
