@@ -17,6 +17,8 @@ On a Redis Cluster, ``on_slot``, ``slot_client`` and ``by_node`` take a service 
 cluster client to the plain client of one primary: for MULTI/WATCH, which
 redis-py 5.2's cluster client refuses, and for scripts pipelined per node;
 ``by_slot`` groups the keys one script may take together.
+
+Import path: ``from redisparts_app.connection import get_redis, resolve_client``.
 """
 
 import functools
@@ -64,6 +66,18 @@ def get_redis(alias: str | None = None) -> Redis:
             if client is None:
                 client = _clients[alias] = build_client(config)
     return client
+
+
+_C = TypeVar("_C")
+
+
+def resolve_client(client: _C | None) -> _C | Redis:
+    """Return ``client``, or get_redis() when it is None.
+
+    Not ``client or get_redis()``: an empty pipeline is falsy, and a service
+    given one must queue its commands on it.
+    """
+    return client if client is not None else get_redis()
 
 
 def connection_config(alias: str) -> dict[str, Any]:

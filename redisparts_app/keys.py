@@ -4,10 +4,11 @@ Every key that one script or MULTI touches carries the same ``{tag}``, so each
 atomic step stays in one Redis Cluster slot. User-supplied parts (user, guild,
 chat and queue names) go through ``validate_key_part`` first, so no input can
 reach another component's keys or a SCAN pattern.
+
+Import path: ``from redisparts_app.keys import make_key, validate_key_part``.
 """
 
 import re
-import unicodedata
 from collections.abc import Iterator
 from functools import cache
 
@@ -16,50 +17,15 @@ from redis.crc import key_slot
 from redis.typing import KeyT
 
 from .conf import app_settings
-from .exceptions import InvalidKeyPart
+from .validation import FORBIDDEN_KEY_CATEGORIES, FORBIDDEN_KEY_CHARACTERS, check_key_part
 
-# Key syntax (separator, hash-tag braces) and glob characters used by SCAN MATCH.
-FORBIDDEN_CHARACTERS = frozenset(":{}*?[]\\")
-# Unicode categories refused: controls, format, surrogates, private use,
-# unassigned, line and paragraph separators.
-FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 _COMPONENT_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
-
-def validate_key_part(value: object, kind: str = "name") -> str:
-    """Return ``value`` in NFC form if it may be used inside a key, else raise.
-
-    ``kind`` names the value in the error ("user", "guild", "chat", ...).
-    Raise TypeError for a non-string and InvalidKeyPart (a ValueError) for an
-    empty or over-long value, key-syntax or glob characters (``: { } * ? [ ] \\``),
-    control characters, whitespace other than an inner space.
-    """
-    if not isinstance(value, str):
-        raise TypeError(f"{kind} must be a string, got {type(value).__name__}")
-    limit = app_settings.MAX_KEY_PART_LENGTH
-    if len(value) > limit:
-        raise InvalidKeyPart(kind, value, f"longer than {limit} characters")
-    if (
-        value.isascii()
-        and value.isprintable()  # no control character
-        and value == value.strip(" ")
-        and value
-        and FORBIDDEN_CHARACTERS.isdisjoint(value)
-    ):
-        return value  # the common case, without the per-character Unicode checks below
-    text = unicodedata.normalize("NFC", value)
-    if not text:
-        raise InvalidKeyPart(kind, value, "must not be empty")
-    if text != text.strip(" "):
-        raise InvalidKeyPart(kind, value, "must not start or end with a space")
-    for char in text:
-        if char in FORBIDDEN_CHARACTERS:
-            raise InvalidKeyPart(kind, value, f"the character {char!r} is not allowed")
-        category = unicodedata.category(char)
-        if category in FORBIDDEN_CATEGORIES or (char.isspace() and char != " "):
-            name = unicodedata.name(char, f"U+{ord(char):04X}")
-            raise InvalidKeyPart(kind, value, f"control or whitespace character {name}")
-    return text
+# The checks of user-supplied key parts live in validation.py; these names stay
+# importable from here, where callers have always found them.
+FORBIDDEN_CHARACTERS = FORBIDDEN_KEY_CHARACTERS
+FORBIDDEN_CATEGORIES = FORBIDDEN_KEY_CATEGORIES
+validate_key_part = check_key_part
 
 
 @cache

@@ -22,7 +22,7 @@ import redis
 from django.template.response import TemplateResponse
 
 from .conf import app_settings
-from .exceptions import InvalidKeyPart, InvalidStatistic
+from .exceptions import InvalidArgument
 from .services.config import maintenance_status
 from .services.presence import DEFAULT_DEVICE, record_activity
 from .services.stats import record_access_time, stats_context
@@ -85,7 +85,7 @@ class PresenceMiddleware:
     def record(self, username: str, session_key: str | None) -> None:
         try:
             record_activity(username, session_key or DEFAULT_DEVICE)
-        except InvalidKeyPart as exc:
+        except InvalidArgument as exc:
             logger.debug("presence not recorded: %s", exc)
         except redis.RedisError as exc:
             logger.warning("presence of %s not recorded: %s", username, exc)
@@ -159,7 +159,7 @@ class ResponseTimeMiddleware:
     def record(self, view: str, seconds: float) -> None:
         try:
             record_access_time(stats_context(view), seconds)
-        except InvalidStatistic as exc:
+        except InvalidArgument as exc:
             stats_logger.debug("response time not recorded: %s", exc)
         except redis.RedisError as exc:
             stats_logger.warning("response time of %s not recorded: %s", view, exc)

@@ -23,8 +23,7 @@ from redisparts_app.exceptions import (
     CorruptFile,
     DistributionTimeout,
     FileTooLarge,
-    InvalidKeyPart,
-    InvalidMessage,
+    InvalidArgument,
     NotChatMember,
 )
 from redisparts_app.keys import scan_keys
@@ -359,7 +358,7 @@ def test_country_visits_with_a_stub_lookup(tmp_path, redis_client):
     assert visits.counts("2026-11-20") == {"FR": 1, "DE": 1}
     assert visits.counts("2026-11-21") == {"FR": 1, "--": 1}
     assert visits.skipped == 4
-    with pytest.raises(InvalidMessage, match="YYYY-MM-DD"):
+    with pytest.raises(InvalidArgument, match="YYYY-MM-DD"):
         visits.counts("2026-11-21}")
 
 
@@ -381,11 +380,11 @@ def test_uploader_bad_input_writes_nothing(tmp_path, redis_client):
         copy_logs_to_redis(tmp_path, "c", processors=1, limit=100)
     with pytest.raises(NotADirectoryError):
         copy_logs_to_redis(tmp_path / "missing", "c", processors=1, limit=100)
-    with pytest.raises(InvalidMessage, match="processors"):
+    with pytest.raises(InvalidArgument, match="processors"):
         copy_logs_to_redis(tmp_path, "c", processors=0, limit=1000)
-    with pytest.raises(InvalidMessage, match="limit"):
+    with pytest.raises(InvalidArgument, match="limit"):
         copy_logs_to_redis(tmp_path, "c", processors=1, limit=-5)
-    with pytest.raises(InvalidKeyPart):
+    with pytest.raises(InvalidArgument):
         copy_logs_to_redis(tmp_path, "a:{b}", processors=1, limit=1000)
     assert redis_client.dbsize() == 0
 

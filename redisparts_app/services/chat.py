@@ -44,10 +44,11 @@ from redis import Redis
 from redis.exceptions import NoScriptError
 
 from .. import lua
-from ..conf import app_settings
-from ..connection import by_node, by_slot, get_redis, on_slot
-from ..exceptions import ChatExists, ChatNotFound, InvalidMessage, NotChatMember
+from ..conf import app_settings, positive_int_setting
+from ..connection import by_node, by_slot, on_slot, resolve_client
+from ..exceptions import ChatExists, ChatNotFound, NotChatMember
 from ..keys import make_key, validate_key_part
+from ..validation import check_count
 from .mail import validate_message_id, validate_text
 
 COMPONENT = "chat"
@@ -97,7 +98,7 @@ def create_chat(
     Without ``chat_id`` a new numeric id is taken from a counter; an id in use
     raises ChatExists.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     sender = validate_key_part(sender, "sender")
     if isinstance(recipients, str):
         raise TypeError("recipients must be a collection of user names, not one string")
@@ -129,7 +130,7 @@ def send_message(
     clock: Callable[[], float] = time.time,
 ) -> int:
     """Post ``text`` in a chat as ``sender`` (a member); return the message id."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     sender = validate_key_part(sender, "sender")
     encoded = _encode(sender, text, clock)
@@ -150,7 +151,7 @@ def fetch_pending_messages(
     id order. Atomic per chat (on a single server, across the chats too); see the
     module docstring for the round trips.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     user = validate_key_part(user, "user")
     key = seen_key(user)
     chats = [chat.decode() for chat in client.zrange(key, 0, -1)]
@@ -181,7 +182,7 @@ def fetch_chat_messages(
     chat_id: str, user: str, *, client: Redis | None = None
 ) -> list[ChatMessage]:
     """Take ``user``'s pending messages of one chat (one script, one round trip)."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
     keys = chat_keys(chat_id)
@@ -200,7 +201,7 @@ def read_history(
     Only messages some member has not fetched yet are still held, so history is
     short in a chat whose members all keep up.
     """
-    count = _positive(count, "count")
+    count = check_count(count, "count")
     reply = _read(client, chat_id, user, "history", 0, count)
     return _decode(reply[:0:-1])
 
@@ -217,14 +218,14 @@ def read_messages(
     moving ``user``'s position (to resume a display from a message id)."""
     if after != 0:
         after = validate_message_id(after)
-    limit = _fetch_limit() if limit is None else _positive(limit, "limit")
+    limit = _fetch_limit() if limit is None else check_count(limit, "limit")
     reply = _read(client, chat_id, user, "after", after, limit)
     return _decode(reply[1:])
 
 
 def unread_counts(user: str, *, client: Redis | None = None) -> dict[str, int]:
     """Return the number of pending messages per chat of ``user`` (two round trips)."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     user = validate_key_part(user, "user")
     chats = [chat.decode() for chat in client.zrange(seen_key(user), 0, -1)]
     replies = _pipelined_script(
@@ -242,7 +243,7 @@ def join_chat(chat_id: str, user: str, *, client: Redis | None = None) -> int:
 
     The user receives the messages sent after joining. Joining again changes nothing.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
     keys = chat_keys(chat_id)
@@ -257,7 +258,7 @@ def leave_chat(chat_id: str, user: str, *, client: Redis | None = None) -> int:
 
     The last member out deletes the chat's keys (0 is returned).
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
     keys = chat_keys(chat_id)
@@ -271,7 +272,7 @@ def leave_chat(chat_id: str, user: str, *, client: Redis | None = None) -> int:
 
 def chat_members(chat_id: str, *, client: Redis | None = None) -> dict[str, int]:
     """Return the members of a chat with the id of the last message each fetched."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     members = client.zrange(chat_keys(chat_id)["members"], 0, -1, withscores=True)
     if not members:
@@ -281,7 +282,7 @@ def chat_members(chat_id: str, *, client: Redis | None = None) -> dict[str, int]
 
 def user_chats(user: str, *, client: Redis | None = None) -> list[str]:
     """Return the ids of the chats ``user`` belongs to."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     user = validate_key_part(user, "user")
     return [chat.decode() for chat in client.zrange(seen_key(user), 0, -1)]
 
@@ -317,13 +318,7 @@ def _message(fields: dict) -> ChatMessage:
 
 
 def _fetch_limit() -> int:
-    return _positive(app_settings.CHAT_FETCH_LIMIT, "CHAT_FETCH_LIMIT")
-
-
-def _positive(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidMessage(name, f"must be an int >= 1, got {value!r}")
-    return value
+    return positive_int_setting("CHAT_FETCH_LIMIT")
 
 
 def _raise_for(code: int, chat_id: str, user: str) -> None:
@@ -334,7 +329,7 @@ def _raise_for(code: int, chat_id: str, user: str) -> None:
 
 
 def _read(client, chat_id, user, mode, after, limit) -> list:
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
     keys = chat_keys(chat_id)

@@ -39,9 +39,9 @@ from redis.cluster import ClusterPipeline, RedisCluster
 
 from .. import lua
 from ..conf import app_settings, positive_int_setting
-from ..connection import get_redis
-from ..exceptions import InvalidCounter, InvalidKeyPart
-from ..keys import make_key, validate_key_part
+from ..connection import resolve_client
+from ..keys import make_key
+from ..validation import check_choice, check_int, check_key_part
 
 # Beyond 2**53 counts lose integer precision in JSON and JavaScript charts.
 MAX_COUNT = 2**53
@@ -90,9 +90,8 @@ def update_counter(
     ``client``, the commands are queued on it and the caller executes them.
     """
     name = _validate_name(name)
-    if isinstance(count, bool) or not isinstance(count, int) or abs(count) > MAX_COUNT:
-        raise InvalidCounter(f"count must be an integer of at most 2**53, got {count!r}")
-    client = client if client is not None else get_redis()
+    check_int(count, "count", minimum=-MAX_COUNT, maximum=MAX_COUNT)
+    client = resolve_client(client)
     now = clock()
     samples = sample_count()
     queued = isinstance(client, Pipeline | ClusterPipeline)
@@ -115,22 +114,15 @@ def update_counter(
 def get_counter(name: str, precision: int, *, client: Redis | None = None) -> list[tuple[int, int]]:
     """Return the ``(bucket start, count)`` samples of ``name`` at ``precision``, oldest first."""
     name = _validate_name(name)
-    if (
-        isinstance(precision, bool)
-        or not isinstance(precision, int)
-        or (precision not in precisions())
-    ):
-        raise InvalidCounter(
-            f"precision must be one of {precisions()} (seconds), got {precision!r}"
-        )
-    client = client if client is not None else get_redis()
+    check_choice(check_int(precision, "precision"), "precision (seconds)", precisions())
+    client = resolve_client(client)
     data = client.hgetall(counter_key(name, precision))
     return sorted((int(start), int(value)) for start, value in data.items())
 
 
 def known_counters(*, client: Redis | None = None) -> dict[str, list[int]]:
     """Return the indexed counters: name -> precisions (seconds), both sorted."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     found: dict[str, list[int]] = {}
     for member, _score in client.zscan_iter(index_key(), count=500):
         parsed = _parse_member(member)
@@ -154,7 +146,7 @@ def clean_counters(
     ``interval`` seconds does not rescan daily counters every minute. ``progress`` is
     called with 1 after each index entry.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     samples = sample_count()
     trim = lua.script(client, "counter_trim")
     report = CleanReport()
@@ -181,7 +173,7 @@ def clean_counters(
 
 def index_size(*, client: Redis | None = None) -> int:
     """Return the number of index entries (counter hashes known to the cleaner)."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     return int(client.zcard(index_key()))
 
 
@@ -218,7 +210,4 @@ def _parse_member(member: bytes) -> tuple[int, str] | None:
 
 
 def _validate_name(name: str) -> str:
-    try:
-        return validate_key_part(name, "counter name")
-    except (InvalidKeyPart, TypeError) as exc:
-        raise InvalidCounter(str(exc)) from exc
+    return check_key_part(name, "counter name")

@@ -33,7 +33,7 @@ from typing import Any
 
 from ..checks import probe
 from ..conf import app_settings
-from ..connection import get_redis, slot_client
+from ..connection import resolve_client, slot_client
 from ..keys import make_key, scan_keys
 from . import counters, listings
 from .persistence import node_statuses
@@ -116,7 +116,7 @@ def inventory(components: Iterable[str] = INVENTORY, *, client: Any = None) -> d
     One SCAN walk: over one component's keys when one is asked for, else over every key
     of the prefix, sorted into components.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     wanted = list(components)
     patterns = {name: listings.tag_pattern(name, *INVENTORY[name]) for name in wanted}
     walk = patterns[wanted[0]][0] if len(wanted) == 1 else f"{app_settings.KEY_PREFIX}:*"
@@ -187,7 +187,7 @@ def _waited(body: bytes | None, now: float) -> float | None:
 
 def queue_figures(*, groups: Iterable[str] | None = None, client: Any = None) -> list[GroupFigures]:
     """Return the figures of ``groups`` (default: every group with queues), sorted by name."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     if groups is None:
         groups = listings.queue_groups(client=client)
     return [group_figures(group, client=client) for group in sorted(groups)]
@@ -221,7 +221,7 @@ def lease_problems(groups: Iterable[GroupFigures], grace: float) -> list[str]:
 
 def lock_figures(names: Iterable[str] | None = None, *, client: Any = None) -> LockFigures:
     """Return the held locks among ``names`` (default: every lock found by a SCAN)."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     if names is None:
         names = inventory(["lock"], client=client)["lock"]
     names = sorted(names)
@@ -244,7 +244,7 @@ def lock_problems(figures: LockFigures) -> list[str]:
 
 def semaphore_figures(names: Iterable[str], *, client: Any = None) -> list[SemaphoreFigures]:
     """Return live permits (deadline after now, on this host's clock) and recorded limits."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     names = sorted(names)
     now_ms = time.time() * 1000
 
@@ -261,7 +261,7 @@ def semaphore_figures(names: Iterable[str], *, client: Any = None) -> list[Semap
 
 def chat_figures(chats: Iterable[str], *, client: Any = None) -> tuple[int, int]:
     """Return (chats, messages held): a chat keeps a message until every member fetched it."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     chats = sorted(chats)
     held = _pipelined(client, chats, lambda pipe, chat: pipe.zcard(make_key("chat", chat, "msgs")))
     return len(chats), sum(int(count) for count in held)
@@ -269,7 +269,7 @@ def chat_figures(chats: Iterable[str], *, client: Any = None) -> tuple[int, int]
 
 def counter_figures(*, client: Any = None) -> list[tuple[str, int, int]]:
     """Return (counter, precision, count of its last complete bucket) per indexed counter."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     pairs = [
         (name, precision)
         for name, found in counters.known_counters(client=client).items()

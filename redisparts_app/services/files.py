@@ -52,16 +52,16 @@ from redis import Redis
 
 from .. import lua
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import resolve_client
 from ..exceptions import (
     ChatNotFound,
     CorruptFile,
     DistributionTimeout,
     FileDistributionError,
     FileTooLarge,
-    InvalidMessage,
 )
 from ..keys import component_pattern, make_key, scan_keys, validate_key_part
+from ..validation import check_count
 from .chat import chat_members, create_chat, fetch_chat_messages, leave_chat, send_message
 
 COMPONENT = "files"
@@ -151,11 +151,11 @@ def copy_logs_to_redis(
     written; a channel in use raises ChatExists. A failure or an interruption
     (KeyboardInterrupt) after that deletes the channel's files and chat.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     channel = validate_key_part(channel, "channel")
-    processors = _count(processors, "processors", MAX_PROCESSORS)
-    limit = _count(limit, "limit")
-    chunk_size = _count(chunk_size or app_settings.FILES_CHUNK_SIZE, "chunk size")
+    processors = check_count(processors, "processors", maximum=MAX_PROCESSORS)
+    limit = check_count(limit, "limit")
+    chunk_size = check_count(chunk_size or app_settings.FILES_CHUNK_SIZE, "chunk size")
     files = _list_files(Path(folder), limit)
     create_chat(SOURCE, processor_ids(processors), START, chat_id=channel, client=client)
     report = UploadReport()
@@ -216,10 +216,10 @@ def process_logs_from_redis(
     read. Raise NotChatMember for an id that is not one of the channel's
     processors and CorruptFile for a file whose bytes do not check out.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     channel = validate_key_part(channel, "channel")
     processor_id = validate_key_part(processor_id, "processor id")
-    block_size = _count(block_size or app_settings.FILES_BLOCK_SIZE, "block size")
+    block_size = check_count(block_size or app_settings.FILES_BLOCK_SIZE, "block size")
     report = ProcessReport()
     started = clock()
     joined = False
@@ -358,7 +358,7 @@ def split_lines(blocks: Iterable[bytes]) -> Iterator[bytes]:
 
 def delete_channel(channel: str, *, client: Redis | None = None) -> int:
     """Delete a channel's files and chat (after an aborted upload); return keys deleted."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     channel = validate_key_part(channel, "channel")
     prefix = component_pattern(COMPONENT)[:-1]
     deleted = 0
@@ -431,11 +431,3 @@ def _counted(blocks: Iterable[bytes], report: ProcessReport, progress) -> Iterat
         if progress is not None:
             progress(len(block))
         yield block
-
-
-def _count(value: object, name: str, most: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidMessage(name, f"must be an int >= 1, got {value!r}")
-    if most is not None and value > most:
-        raise InvalidMessage(name, f"must be at most {most}, got {value}")
-    return value

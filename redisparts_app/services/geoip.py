@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import lua
-from ..connection import get_redis, on_slot
-from ..exceptions import GeoIPImportError, InvalidIPAddress
+from ..connection import on_slot, resolve_client
+from ..exceptions import GeoIPImportError, InvalidArgument, InvalidArgumentType
 from ..keys import make_key
 
 COMPONENT = "geoip"
@@ -92,23 +92,23 @@ def cities_key() -> str:
 
 
 def ip_to_score(ip: str) -> int:
-    """Return a dotted-quad IPv4 address as an integer; raise InvalidIPAddress if malformed."""
+    """Return a dotted-quad IPv4 address as an integer; raise InvalidArgument if malformed."""
     if not isinstance(ip, str):
-        raise TypeError(f"IP address must be a string, got {type(ip).__name__}")
+        raise InvalidArgumentType("IPv4 address", ip, f"must be a string, got {type(ip).__name__}")
     try:
         return int(ipaddress.IPv4Address(ip.strip()))
     except ipaddress.AddressValueError as exc:
-        raise InvalidIPAddress(ip, str(exc)) from None
+        raise InvalidArgument("IPv4 address", ip, f"{exc}; give a dotted quad") from None
 
 
 def find_city(ip: str, *, client=None) -> City | None:
     """Return the City of ``ip``, or None when no imported block holds it.
 
-    Raise InvalidIPAddress (a ValueError) for anything but a dotted-quad IPv4
+    Raise InvalidArgument (a ValueError) for anything but a dotted-quad IPv4
     address. A block whose city is missing from the locations file gives None.
     """
     score = ip_to_score(ip)
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     found = lua.script(client, "geoip_find")(keys=[blocks_key(), cities_key()], args=[score])
     if not found:
         return None
@@ -142,7 +142,7 @@ def import_geoip(
     for path in (blocks_path, locations_path):
         if not path.is_file():
             raise FileNotFoundError(f"no such file: {path}")
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     import_id = uuid.uuid4().hex
     tmp_blocks = make_key(COMPONENT, TAG, "import", import_id, "blocks")
     tmp_cities = make_key(COMPONENT, TAG, "import", import_id, "cities")

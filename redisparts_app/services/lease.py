@@ -52,7 +52,8 @@ import redis
 
 from .. import lua
 from ..connection import get_redis, is_pipeline, on_slot
-from ..exceptions import InvalidDuration
+from ..exceptions import InvalidArgument
+from ..validation import check_int, check_seconds, to_ms
 
 logger = logging.getLogger(__name__)
 
@@ -66,27 +67,6 @@ UNREACHABLE = (
 # A wake-up signal only has to outlive the gap between a waiter's failed attempt
 # and its BLPOP; an older one would only cost a waiter one extra attempt.
 SIGNAL_TTL_MS = 2000
-# The longest TTL Redis accepts in one PX argument without overflow worries (~292 years).
-MAX_SECONDS = 2**53 / 1000
-
-
-def validate_seconds(value: Any, what: str, *, allow_zero: bool = False) -> float:
-    """Return ``value`` as float seconds, or raise InvalidDuration (a ValueError).
-
-    Refuse booleans, non-numbers, NaN, infinities, negatives, zero unless
-    ``allow_zero``, and positive values under one millisecond (Redis counts ms).
-    """
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidDuration(what, value, "must be a number of seconds")
-    seconds = float(value)
-    if not math.isfinite(seconds) or seconds > MAX_SECONDS:
-        raise InvalidDuration(what, value, "must be a finite number of seconds")
-    if seconds < 0 or (seconds == 0 and not allow_zero):
-        bound = "zero or more" if allow_zero else "more than zero"
-        raise InvalidDuration(what, value, f"must be {bound} seconds")
-    if 0 < seconds < 0.001:
-        raise InvalidDuration(what, value, "must be at least 0.001 seconds (1 ms)")
-    return seconds
 
 
 def validate_heartbeat(interval: float | None, ttl: float, max_renewals: int | None) -> float:
@@ -94,15 +74,15 @@ def validate_heartbeat(interval: float | None, ttl: float, max_renewals: int | N
 
     The interval must be shorter than ``ttl``; ``max_renewals`` None or a whole number >= 0.
     """
-    if max_renewals is not None and (
-        isinstance(max_renewals, bool) or not isinstance(max_renewals, int) or max_renewals < 0
-    ):
-        raise ValueError(f"max_renewals must be a whole number >= 0, got {max_renewals!r}")
+    if max_renewals is not None:
+        check_int(max_renewals, "max_renewals", minimum=0)
     if interval is None:
         return ttl / 3
-    interval = validate_seconds(interval, "heartbeat interval")
+    interval = check_seconds(interval, "heartbeat interval")
     if interval >= ttl:
-        raise InvalidDuration("heartbeat interval", interval, f"must be shorter than the ttl {ttl}")
+        raise InvalidArgument(
+            "heartbeat interval", interval, f"must be shorter than the ttl {ttl:g} seconds"
+        )
     return interval
 
 
@@ -117,11 +97,6 @@ def immediate_client(client: Any) -> Any:
     if is_pipeline(client):
         raise TypeError("leases and locks need each reply at once: pass a client, not a pipeline")
     return client
-
-
-def to_ms(seconds: float) -> int:
-    """Return whole milliseconds for Redis, never rounding a positive duration down to 0."""
-    return max(1, round(seconds * 1000))
 
 
 class Lease:
@@ -146,7 +121,7 @@ class Lease:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.key = key
-        self.ttl = validate_seconds(ttl, "lease ttl")
+        self.ttl = check_seconds(ttl, "lease ttl")
         self.client = immediate_client(client)
         self.token = token or os.urandom(16).hex()  # 128 random bits, as hex
         self.fence_key = fence_key
@@ -195,7 +170,7 @@ class Lease:
         longer than the holder's remaining TTL and the remaining wait, so an
         abandoned lease is taken as soon as it expires, without busy polling.
         """
-        timeout = validate_seconds(timeout, "lease timeout", allow_zero=True)
+        timeout = check_seconds(timeout, "lease timeout", allow_zero=True)
         deadline = self.clock() + timeout
         while True:
             acquired, holder_pttl = self._attempt()
@@ -251,7 +226,7 @@ class Lease:
 
         Return False, and report the loss, when the lease is gone or another's.
         """
-        ttl = self.ttl if ttl is None else validate_seconds(ttl, "lease ttl")
+        ttl = self.ttl if ttl is None else check_seconds(ttl, "lease ttl")
         script = lua.script(self.client, "lease_extend")
         sent = self.clock()
         if script(keys=[self.key], args=[self.token, to_ms(ttl)]):

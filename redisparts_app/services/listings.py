@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import resolve_client
 from ..keys import make_key, scan_keys, scan_step, validate_key_part
+from ..validation import check_int, check_page_size
 from . import counters, locks
 from .chat import chat_keys
 from .logs import SEVERITIES
@@ -41,6 +42,8 @@ SCAN_BATCH = 500
 # Most SCAN calls one page makes, so a sparse keyspace cannot keep a request busy; the
 # page then comes back short (maybe empty) with a cursor to go on from.
 MAX_SCAN_CALLS = 200
+# The largest page a listing returns at once.
+MAX_PAGE_SIZE = 1000
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,7 @@ def queue_groups(*, client=None) -> list[str]:
     Groups are few (one per hash tag chosen in the settings or a ``@task``), so the
     walk is short even on a large keyspace; the default group is always listed.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     pattern, regex = tag_pattern("queue", "queues")
     found = {str(app_settings.QUEUE_GROUP)}
     for key in scan_keys(client, pattern, count=SCAN_BATCH):
@@ -104,7 +107,7 @@ def lock_page(cursor: int = 0, count: int = 50, *, client=None) -> tuple[list[lo
     Like ``locks.held_locks`` but one SCAN page at a time; a lock released between the
     SCAN and the read is left out.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     page = scan_page("lock", ("owner",), cursor, count, client=client)
     pipe = client.pipeline(transaction=False)
     for name in page.names:
@@ -137,7 +140,7 @@ def chat_overview(chat_id: str, *, client=None) -> ChatOverview | None:
     Pending messages of a member are those with an id above the last one it fetched
     (ZCOUNT on the messages zset, scored by id), read in one pipeline.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     names = chat_keys(validate_key_part(chat_id, "chat"))
     members = {
         member.decode(): int(score)
@@ -169,11 +172,9 @@ def _scan_matches(
     pattern: str, regex: re.Pattern[str], cursor: int, count: int, client: Any
 ) -> tuple[set[tuple[str, ...]], int]:
     """SCAN from ``cursor`` until about ``count`` keys matched ``regex``; return its groups."""
-    if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
-        raise ValueError(f"cursor must be a non-negative integer, got {cursor!r}")
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
-        raise ValueError(f"count must be between 1 and 1000, got {count!r}")
-    client = client if client is not None else get_redis()
+    check_int(cursor, "cursor", minimum=0)
+    check_page_size(count, "count", maximum=MAX_PAGE_SIZE)
+    client = resolve_client(client)
     found: set[tuple[str, ...]] = set()
     for _ in range(MAX_SCAN_CALLS):
         cursor, batch = scan_step(client, cursor, pattern, count)
@@ -207,7 +208,7 @@ def log_page(cursor: int = 0, count: int = 50, *, client=None) -> Page:
 
 def stats_entries(count: int = 200, *, client=None) -> list[tuple[str, str]]:
     """Return up to ``count`` (context, kind) pairs with statistics this or last hour, sorted."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     prefix = app_settings.KEY_PREFIX + ":stats:"
     regex = re.compile(r"^\{([^{}]+)\}:([^:{}]+)(?::last)?$")
     found: set[tuple[str, str]] = set()
@@ -228,9 +229,9 @@ def counter_page(
     The index has one entry per counter and precision, ordered by precision then
     name; the page covers entries ``start`` to ``start + count - 1`` (ZRANGE).
     """
-    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
-        raise ValueError(f"start must be a non-negative integer, got {start!r}")
-    client = client if client is not None else get_redis()
+    check_int(start, "start", minimum=0)
+    check_page_size(count, "count", maximum=MAX_PAGE_SIZE)
+    client = resolve_client(client)
     pipe = client.pipeline(transaction=False)
     pipe.zrange(counters.index_key(), start, start + count - 1)
     pipe.zcard(counters.index_key())

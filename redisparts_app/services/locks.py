@@ -66,9 +66,10 @@ from django.db import models
 
 from .. import keys
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import resolve_client
 from ..exceptions import LockNotOwned, LockTimeout
-from .lease import Lease, immediate_client, validate_heartbeat, validate_seconds
+from ..validation import check_count, check_seconds
+from .lease import Lease, immediate_client, validate_heartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -109,8 +110,8 @@ class Lock:
     ) -> None:
         self.name = keys.validate_key_part(name, "lock name")
         self.owner_key, self.fence_key, self.signal_key = _role_keys(self.name)
-        self.ttl = validate_seconds(app_settings.LOCK_TTL if ttl is None else ttl, "lock ttl")
-        self.timeout = validate_seconds(
+        self.ttl = check_seconds(app_settings.LOCK_TTL if ttl is None else ttl, "lock ttl")
+        self.timeout = check_seconds(
             app_settings.LOCK_TIMEOUT if timeout is None else timeout, "lock timeout"
         )
         renew_interval = validate_heartbeat(renew_interval, self.ttl, max_renewals)
@@ -168,7 +169,7 @@ class Lock:
 
         Raise LockTimeout when others held it for the whole wait.
         """
-        wait = self.timeout if timeout is None else validate_seconds(timeout, "lock timeout")
+        wait = self.timeout if timeout is None else check_seconds(timeout, "lock timeout")
         lease = self._new_lease()
         if not lease.acquire(wait):
             self._unused = lease
@@ -255,7 +256,7 @@ def held_locks(client: redis.Redis | None = None, *, batch: int = 200) -> list[H
     released during the scan is left out. For the admin and operators; the
     values are a snapshot per lock, not across locks.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     pattern = keys.component_pattern(COMPONENT) + ":owner"
     found: list[HeldLock] = []
     owner_keys = [key.decode() for key in keys.scan_keys(client, pattern)]
@@ -297,8 +298,7 @@ def fenced_update(
     over since (its token is lower than one already stored). Return True when
     the row was updated, False when it was stale or the row does not exist.
     """
-    if isinstance(fence, bool) or not isinstance(fence, int) or fence < 1:
-        raise ValueError(f"fence must be a positive whole number from Lock.fence, got {fence!r}")
+    check_count(fence, "fence")
     if fence_field in fields:
         raise ValueError(f"{fence_field!r} is set from the fence; do not pass it as a field")
     if isinstance(queryset_or_model, type) and issubclass(queryset_or_model, models.Model):

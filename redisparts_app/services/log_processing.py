@@ -28,8 +28,9 @@ import redis
 from redis.client import Pipeline
 
 from .. import keys
-from ..connection import get_redis, on_slot
+from ..connection import on_slot, resolve_client
 from ..exceptions import LogProgressConflict
+from ..validation import check_count
 
 logger = logging.getLogger(__name__)
 
@@ -73,13 +74,10 @@ class LogProcessor:
         client: redis.Redis | None = None,
     ) -> None:
         self.name = keys.validate_key_part(name, "log processor")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-            raise TypeError(f"batch_size must be an integer, got {batch_size!r}")
-        if not 1 <= batch_size <= MAX_BATCH_SIZE:
-            raise ValueError(f"batch_size must be from 1 to {MAX_BATCH_SIZE}, got {batch_size}")
+        check_count(batch_size, "batch_size", maximum=MAX_BATCH_SIZE)
         self.callback = callback
         self.batch_size = batch_size
-        self.client = client if client is not None else get_redis()
+        self.client = resolve_client(client)
         self.progress_key = self.key("progress")
         self._expected: dict[bytes, bytes] | None = None
 

@@ -40,8 +40,9 @@ from redis.cluster import RedisCluster
 
 from .. import keys
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import resolve_client
 from ..exceptions import BackupError, ReplicationTimeout
+from ..validation import check_choice, check_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -73,10 +74,8 @@ def wait_for_sync(
     ReplicationTimeout; ``policy="warn"`` logs a warning and returns False.
     ``disk=True`` also waits for the replica's AOF (see the module docstring).
     """
-    if policy not in POLICIES:
-        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    check_choice(policy, "policy", POLICIES)
+    check_seconds(timeout, "timeout")
     deadline = clock() + timeout
     marker = keys.make_key("persist", uuid.uuid4().hex, "sync")
     try:
@@ -185,7 +184,7 @@ def node_statuses(*, client: Any = None) -> list[dict[str, Any]]:
     Every node (primaries and replicas, by address) of a Redis Cluster client; the
     one server of any other client, "node" then being None.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     if not isinstance(client, RedisCluster):
         return [{"node": None, **server_status(client=client)}]
     nodes = sorted(client.get_nodes(), key=lambda node: node.name)
@@ -202,7 +201,7 @@ def server_status(*, client: redis.Redis | None = None) -> dict[str, Any]:
     ``master_repl_offset``) and seconds since its last ack; a replica reports
     its link state and seconds since it last heard from the master.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     server = client.info("server")
     persistence = client.info("persistence")
     replication = client.info("replication")
@@ -303,7 +302,7 @@ def backup(
     Raise BackupError when the server is remote, the save fails or the file
     cannot be read or written.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     destination = Path(destination)
     if destination.exists() and not destination.is_dir():
         raise BackupError(f"{destination} exists and is not a directory")

@@ -40,8 +40,8 @@ from typing import Literal
 
 from .. import lua
 from ..conf import app_settings
-from ..connection import get_redis, on_slot
-from ..exceptions import InvalidFriend
+from ..connection import on_slot, resolve_client
+from ..exceptions import InvalidArgument
 from ..keys import make_key, validate_key_part
 
 COMPONENT = "presence"
@@ -93,7 +93,7 @@ def record_activity(
     device = validate_key_part(device, "device")
     now = clock()
     keys, start = _window(now)
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     with on_slot(client, seen_key()) as server:
         pipe = server.pipeline(transaction=True)
         pipe.sadd(keys[-1], user)
@@ -108,7 +108,7 @@ def record_activity(
 def online_users(*, method: Method = "seen", client=None, clock: Clock = time.time) -> set[str]:
     """Return the users active in the window, by either method (same answer)."""
     keys, start = _window(clock())
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     if method == "minutes":
         members = client.sunion(keys)
     elif method == "seen":
@@ -122,7 +122,7 @@ def is_online(user: str, *, client=None, clock: Clock = time.time) -> bool:
     """Return whether ``user`` was active in the window."""
     user = validate_key_part(user, "user")
     start = _window_start(clock())
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     seen = client.zscore(seen_key(), user)
     return seen is not None and seen >= start
 
@@ -134,7 +134,7 @@ def logout(
     user = validate_key_part(user, "user")
     device = validate_key_part(device, "device")
     keys, start = _window(clock())
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     offline = lua.script(client, "presence_logout")(
         keys=[devices_key(user), seen_key(), *keys], args=[user, device, start]
     )
@@ -156,8 +156,10 @@ def _change_friendship(command: str, user: str, friend: str, client) -> None:
     user = validate_key_part(user, "user")
     friend = validate_key_part(friend, "friend")
     if user == friend:
-        raise InvalidFriend(f"a user cannot be their own friend ({user!r})")
-    client = client if client is not None else get_redis()
+        raise InvalidArgument(
+            "friend", friend, "must differ from the user: nobody befriends themselves"
+        )
+    client = resolve_client(client)
     with on_slot(client, friends_key(user)) as server:
         pipe = server.pipeline(transaction=True)
         getattr(pipe, command)(friends_key(user), friend)
@@ -168,7 +170,7 @@ def _change_friendship(command: str, user: str, friend: str, client) -> None:
 def friends(user: str, *, client=None) -> set[str]:
     """Return the friends of ``user``."""
     user = validate_key_part(user, "user")
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     return {member.decode() for member in client.smembers(friends_key(user))}
 
 
@@ -183,7 +185,7 @@ def online_friends(
     """
     user = validate_key_part(user, "user")
     keys, start = _window(clock())
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     if method == "minutes":
         temporary = make_key(COMPONENT, TAG, "tmp", uuid.uuid4().hex)
         members = lua.script(client, "presence_online_friends")(

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from redis import Redis
 
 from .. import lua
-from ..connection import get_redis
+from ..connection import resolve_client
+from ..exceptions import InvalidArgument
 from ..keys import make_key
+from ..validation import check_count, check_seconds
 
 COMPONENT = "ratelimit"
 _SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
@@ -52,22 +54,13 @@ class RateLimit:
         self, scope: str, limit: int, window: float, *, client: Redis | None = None
     ) -> None:
         if not isinstance(scope, str) or not _SCOPE_RE.match(scope):
-            raise ValueError(
-                f"rate limit scope must be a lower-case identifier (a-z, 0-9, _ -), got {scope!r}"
+            raise InvalidArgument(
+                "rate limit scope", scope, "must be a lower-case identifier (a-z, 0-9, _ -)"
             )
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"rate limit must be a positive integer, got {limit!r}")
-        if (
-            isinstance(window, bool)
-            or not isinstance(window, int | float)
-            or not 0.001 <= window <= MAX_WINDOW
-        ):
-            raise ValueError(
-                f"rate limit window must be from 0.001 to {MAX_WINDOW:.0f} seconds, got {window!r}"
-            )
+        check_count(limit, "rate limit")
+        window = check_seconds(window, "rate limit window", maximum=MAX_WINDOW)
         self.scope, self.limit, self.window = scope, limit, float(window)
-        # not `client or ...`: an empty pipeline is falsy
-        self.client = client if client is not None else get_redis()
+        self.client = resolve_client(client)
 
     def key(self, subject: str) -> str:
         """The Redis key of ``subject``'s log; TypeError for a non-string subject."""

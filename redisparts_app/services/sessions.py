@@ -25,7 +25,7 @@ from collections.abc import Callable
 from functools import cache
 
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import resolve_client
 from ..keys import make_key, validate_key_part
 
 COMPONENT = "session"
@@ -59,7 +59,7 @@ def update_token(
     clock: Callable[[], float] = time.time,
 ) -> None:
     """Record that ``user`` used ``token`` (and viewed ``item``), one command per round trip."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     _write(client, *_validated(token, user, item), clock())
 
 
@@ -72,7 +72,7 @@ def update_token_pipelined(
     clock: Callable[[], float] = time.time,
 ) -> None:
     """Do what update_token does, in one round trip (a pipeline without MULTI)."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     pipe = client.pipeline(transaction=False)
     _write(pipe, *_validated(token, user, item), clock())
     pipe.execute()

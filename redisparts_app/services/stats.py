@@ -39,9 +39,9 @@ from redis import Redis
 
 from .. import lua
 from ..conf import positive_int_setting
-from ..connection import get_redis
-from ..exceptions import InvalidKeyPart, InvalidStatistic
-from ..keys import make_key, validate_key_part
+from ..connection import resolve_client
+from ..keys import make_key
+from ..validation import check_count, check_key_part, check_number
 
 logger = logging.getLogger("redisparts.stats")
 
@@ -97,12 +97,8 @@ def update_stats(
     The hour comes from ``clock`` (epoch seconds). One round trip (a Lua script).
     """
     context, kind = _validate_names(context, kind)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidStatistic(f"value must be a number, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value) or abs(value) > MAX_VALUE:
-        raise InvalidStatistic(f"value must be finite and at most 1e100 in size, got {value!r}")
-    client = client if client is not None else get_redis()
+    value = check_number(value, "value", minimum=-MAX_VALUE, maximum=MAX_VALUE)
+    client = resolve_client(client)
     hour = int(clock() // HOUR) * HOUR
     key = stats_key(context, kind)
     raw = lua.script(client, "stats_update")(
@@ -126,7 +122,7 @@ def get_stats(
     as they would be after their rollover. One round trip (a Lua script).
     """
     context, kind = _validate_names(context, kind)
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     hour = int(clock() // HOUR) * HOUR
     wanted = hour - HOUR if previous else hour
     key = stats_key(context, kind)
@@ -147,9 +143,8 @@ def record_access_time(
 
     Two round trips: the statistics script, then the ranking (another Cluster slot).
     """
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-        raise InvalidStatistic(f"seconds must be a non-negative number, got {seconds!r}")
-    client = client if client is not None else get_redis()
+    check_number(seconds, "seconds", minimum=0)
+    client = resolve_client(client)
     stats = update_stats(view, ACCESS_TIME, seconds, client=client, clock=clock)
     ranking = slowest_key()
     # Not MULTI: Cluster clients refuse it; a trim that runs late only trims later.
@@ -162,9 +157,8 @@ def record_access_time(
 
 def slowest_views(limit: int = 10, *, client: Redis | None = None) -> list[tuple[str, float]]:
     """Return ``(view, average seconds)`` pairs, slowest first."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidStatistic(f"limit must be a positive integer, got {limit!r}")
-    client = client if client is not None else get_redis()
+    check_count(limit, "limit")
+    client = resolve_client(client)
     rows = client.zrevrange(slowest_key(), 0, limit - 1, withscores=True)
     return [(member.decode(), float(score)) for member, score in rows]
 
@@ -196,11 +190,8 @@ def access_time(
 
 
 def stats_context(name: str) -> str:
-    """Return ``name`` validated as a statistics context, or raise InvalidStatistic."""
-    try:
-        return validate_key_part(name, "statistics context")
-    except (InvalidKeyPart, TypeError) as exc:
-        raise InvalidStatistic(str(exc)) from exc
+    """Return ``name`` validated as a statistics context, or raise InvalidArgument."""
+    return check_key_part(name, "statistics context")
 
 
 def stats_key(context: str, kind: str) -> str:
@@ -215,11 +206,7 @@ def slowest_key() -> str:
 
 def _validate_names(context: str, kind: str) -> tuple[str, str]:
     context = stats_context(context)
-    try:
-        kind = validate_key_part(kind, "statistics kind")
-    except (InvalidKeyPart, TypeError) as exc:
-        raise InvalidStatistic(str(exc)) from exc
-    return context, kind
+    return context, check_key_part(kind, "statistics kind")
 
 
 def _parse(fields: dict[bytes, bytes]) -> Stats:
