@@ -1,4 +1,50 @@
-"""Errors raised on purpose by redisparts_app."""
+"""Errors raised on purpose by redisparts_app.
+
+Import: ``from redisparts_app.exceptions import RedisPartsError, InvalidArgument``.
+"""
+
+__all__ = [
+    "BackupError",
+    "ChatExists",
+    "ChatNotFound",
+    "CompletionConflict",
+    "ComponentConnectionError",
+    "ConnectionNotConfigured",
+    "CorruptFile",
+    "DistributionTimeout",
+    "EmbeddedServerError",
+    "FileDistributionError",
+    "FileTooLarge",
+    "GeoIPImportError",
+    "InsufficientFunds",
+    "InvalidArgument",
+    "InvalidArgumentType",
+    "InvalidPrice",
+    "InvalidTask",
+    "ItemNotHeld",
+    "ListingNotFound",
+    "LockNotOwned",
+    "LockTimeout",
+    "LogProgressConflict",
+    "MailMessageNotFound",
+    "MarketBusy",
+    "MarketError",
+    "NotChatMember",
+    "OwnItem",
+    "PriceChanged",
+    "RedisPartsError",
+    "ReplicationTimeout",
+    "SemaphoreFull",
+    "SemaphoreLost",
+    "SemaphoreTimeout",
+    "ServerBinaryNotFound",
+    "TaskNotFound",
+    "TaskNotReplicated",
+    "UnknownStrategy",
+    "UnknownUser",
+    "UserExists",
+    "shorten",
+]
 
 
 class RedisPartsError(Exception):

@@ -1,11 +1,11 @@
 """Key names: ``<prefix>:<component>:{<tag>}:<role>``.
 
+Import: ``from redisparts_app.keys import make_key, validate_key_part``.
+
 Every key that one script or MULTI touches carries the same ``{tag}``, so each
 atomic step stays in one Redis Cluster slot. User-supplied parts (user, guild,
 chat and queue names) go through ``validate_key_part`` first, so no input can
 reach another component's keys or a SCAN pattern.
-
-Import path: ``from redisparts_app.keys import make_key, validate_key_part``.
 """
 
 import re
@@ -17,7 +17,19 @@ from redis.crc import key_slot
 from redis.typing import KeyT
 
 from .conf import app_settings
+from .connection import Client
 from .validation import FORBIDDEN_KEY_CATEGORIES, FORBIDDEN_KEY_CHARACTERS, check_key_part
+
+__all__ = [
+    "FORBIDDEN_CATEGORIES",
+    "FORBIDDEN_CHARACTERS",
+    "component_pattern",
+    "make_key",
+    "scan_keys",
+    "scan_step",
+    "slot_of",
+    "validate_key_part",
+]
 
 _COMPONENT_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -58,7 +70,7 @@ def component_pattern(component: str) -> str:
     return f"{app_settings.KEY_PREFIX}:{component}:*"
 
 
-def scan_keys(client, pattern: str, count: int = 500) -> Iterator[bytes]:
+def scan_keys(client: Client, pattern: str, count: int = 500) -> Iterator[bytes]:
     """Yield the keys matching ``pattern`` with SCAN (never KEYS).
 
     On a Redis Cluster client, redis-py scans every primary.
@@ -66,7 +78,7 @@ def scan_keys(client, pattern: str, count: int = 500) -> Iterator[bytes]:
     yield from client.scan_iter(match=pattern, count=count)
 
 
-def scan_step(client, cursor: int, pattern: str, count: int) -> tuple[int, list[bytes]]:
+def scan_step(client: Client, cursor: int, pattern: str, count: int) -> tuple[int, list[bytes]]:
     """One SCAN call from ``cursor``: return the next cursor (0 when the walk is over) and keys.
 
     On a Redis Cluster client the walk visits the primaries one after the other,

@@ -1,6 +1,6 @@
 """Checks of caller-supplied arguments, run before anything reaches Redis.
 
-Import path: ``from redisparts_app.validation import check_int, check_seconds``.
+Import: ``from redisparts_app.validation import check_int, check_seconds``.
 
 Every check returns the accepted value (normalised where it says so) or raises
 InvalidArgument (a ValueError) naming the field, the value and what would be

@@ -1,5 +1,7 @@
 """Autocomplete: a user's recent contacts and a guild's address book.
 
+Import: ``from redisparts_app.services.autocomplete import AddressBook, RecentContacts``.
+
 Recent contacts (``RecentContacts``) are a per-user list, most recent first,
 capped at ``REDISPARTS["AUTOCOMPLETE_RECENT_MAX"]`` (100). ``add`` moves a
 contact to the front and counts the pick in one Lua script; the prefix filter
@@ -49,15 +51,27 @@ import time
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from redis.exceptions import WatchError
 
 from .. import keys, lua
 from ..conf import app_settings
-from ..connection import on_slot, resolve_client
+from ..connection import Client, on_slot, resolve_client
 from ..exceptions import CompletionConflict, InvalidArgument, InvalidArgumentType
 from ..validation import check_choice, check_count, check_page_size
+
+__all__ = [
+    "METHODS",
+    "AddressBook",
+    "RecentContacts",
+    "fold",
+    "matches",
+    "suggest",
+    "validate_limit",
+    "validate_name",
+    "validate_prefix",
+    "word_starts",
+]
 
 COMPONENT = "ac"
 METHODS = ("lex", "book")
@@ -166,7 +180,9 @@ class RecentContacts:
     ``max_size`` defaults to ``REDISPARTS["AUTOCOMPLETE_RECENT_MAX"]``.
     """
 
-    def __init__(self, user: str, *, client: Any = None, max_size: int | None = None) -> None:
+    def __init__(
+        self, user: str, *, client: Client | None = None, max_size: int | None = None
+    ) -> None:
         self.user = keys.validate_key_part(user, "user")
         size = app_settings.AUTOCOMPLETE_RECENT_MAX if max_size is None else max_size
         check_count(size, "max_size")
@@ -242,7 +258,7 @@ class AddressBook:
         guild: str,
         *,
         method: str | None = None,
-        client: Any = None,
+        client: Client | None = None,
         max_attempts: int = 100,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -430,8 +446,8 @@ def _distinct_names(members: list[bytes], limit: int) -> list[str]:
             return names[:limit]
         return list(dict.fromkeys(names))[:limit]  # keeps first places
     # A sentinel leaves "\0<token>" after its first NUL, and no name starts with NUL.
-    names = dict.fromkeys([m.partition(b"\x00")[2] for m in members])
-    return [name.decode() for name in names if name[:1] != b"\x00"][:limit]
+    found = dict.fromkeys([m.partition(b"\x00")[2] for m in members])
+    return [name.decode() for name in found if name[:1] != b"\x00"][:limit]
 
 
 def _page(limit: int) -> int:
@@ -446,7 +462,7 @@ def suggest(
     limit: int | None = None,
     *,
     method: str | None = None,
-    client: Any = None,
+    client: Client | None = None,
 ) -> list[str]:
     """Return up to ``limit`` names for ``user`` typing ``prefix`` to a ``guild`` member.
 

@@ -1,5 +1,7 @@
 """Group chat pulled by its members: create, send, fetch pending, join, leave.
 
+Import: ``from redisparts_app.services.chat import create_chat, send_message``.
+
 Keys of one chat share the chat's hash tag, so every step on a chat is one Lua
 script in one Cluster slot; a user's list of chats has the user's tag:
 
@@ -39,17 +41,34 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from redis import Redis
 from redis.exceptions import NoScriptError
 
 from .. import lua
 from ..conf import app_settings, positive_int_setting
-from ..connection import by_node, by_slot, on_slot, resolve_client
+from ..connection import Client, by_node, by_slot, on_slot, resolve_client
 from ..exceptions import ChatExists, ChatNotFound, NotChatMember
 from ..keys import make_key, validate_key_part
 from ..validation import check_count
 from .mail import validate_message_id, validate_text
+
+__all__ = [
+    "ChatMessage",
+    "chat_keys",
+    "chat_members",
+    "create_chat",
+    "fetch_chat_messages",
+    "fetch_pending_messages",
+    "join_chat",
+    "leave_chat",
+    "read_history",
+    "read_messages",
+    "seen_key",
+    "send_message",
+    "unread_counts",
+    "user_chats",
+]
 
 COMPONENT = "chat"
 NOT_MEMBER, NO_CHAT = -1, -2
@@ -71,7 +90,7 @@ def chat_keys(chat_id: str) -> dict[str, str]:
 def _read_keys(*chat_ids: str) -> list[str]:
     # The members and messages keys of each chat, which the fetch and read scripts
     # take; built alone because a fetch across many chats builds them for every chat.
-    keys = []
+    keys: list[str] = []
     for chat_id in chat_ids:
         base = make_key(COMPONENT, chat_id)
         keys += (f"{base}:members", f"{base}:msgs")
@@ -89,7 +108,7 @@ def create_chat(
     message: str,
     *,
     chat_id: str | None = None,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> str:
     """Create a chat of ``sender`` and ``recipients`` with a first message; return its id.
@@ -126,7 +145,7 @@ def send_message(
     sender: str,
     text: str,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> int:
     """Post ``text`` in a chat as ``sender`` (a member); return the message id."""
@@ -143,7 +162,7 @@ def send_message(
 
 
 def fetch_pending_messages(
-    user: str, *, client: Redis | None = None
+    user: str, *, client: Client | None = None
 ) -> list[tuple[str, list[ChatMessage]]]:
     """Take ``user``'s pending messages of every chat they belong to.
 
@@ -179,7 +198,7 @@ def fetch_pending_messages(
 
 
 def fetch_chat_messages(
-    chat_id: str, user: str, *, client: Redis | None = None
+    chat_id: str, user: str, *, client: Client | None = None
 ) -> list[ChatMessage]:
     """Take ``user``'s pending messages of one chat (one script, one round trip)."""
     client = resolve_client(client)
@@ -194,7 +213,7 @@ def fetch_chat_messages(
 
 
 def read_history(
-    chat_id: str, user: str, count: int = 20, *, client: Redis | None = None
+    chat_id: str, user: str, count: int = 20, *, client: Client | None = None
 ) -> list[ChatMessage]:
     """Return up to ``count`` messages ``user`` has already fetched, oldest first.
 
@@ -212,7 +231,7 @@ def read_messages(
     after: int = 0,
     limit: int | None = None,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
 ) -> list[ChatMessage]:
     """Return the messages after id ``after`` still held, oldest first, without
     moving ``user``'s position (to resume a display from a message id)."""
@@ -223,7 +242,7 @@ def read_messages(
     return _decode(reply[1:])
 
 
-def unread_counts(user: str, *, client: Redis | None = None) -> dict[str, int]:
+def unread_counts(user: str, *, client: Client | None = None) -> dict[str, int]:
     """Return the number of pending messages per chat of ``user`` (two round trips)."""
     client = resolve_client(client)
     user = validate_key_part(user, "user")
@@ -238,7 +257,7 @@ def unread_counts(user: str, *, client: Redis | None = None) -> dict[str, int]:
     }
 
 
-def join_chat(chat_id: str, user: str, *, client: Redis | None = None) -> int:
+def join_chat(chat_id: str, user: str, *, client: Client | None = None) -> int:
     """Add ``user`` to a chat at its latest message; return that message id.
 
     The user receives the messages sent after joining. Joining again changes nothing.
@@ -253,7 +272,7 @@ def join_chat(chat_id: str, user: str, *, client: Redis | None = None) -> int:
     return int(position)
 
 
-def leave_chat(chat_id: str, user: str, *, client: Redis | None = None) -> int:
+def leave_chat(chat_id: str, user: str, *, client: Client | None = None) -> int:
     """Remove ``user`` from a chat; return the members left.
 
     The last member out deletes the chat's keys (0 is returned).
@@ -270,7 +289,7 @@ def leave_chat(chat_id: str, user: str, *, client: Redis | None = None) -> int:
     return int(left)
 
 
-def chat_members(chat_id: str, *, client: Redis | None = None) -> dict[str, int]:
+def chat_members(chat_id: str, *, client: Client | None = None) -> dict[str, int]:
     """Return the members of a chat with the id of the last message each fetched."""
     client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
@@ -280,7 +299,7 @@ def chat_members(chat_id: str, *, client: Redis | None = None) -> dict[str, int]
     return {member.decode(): int(score) for member, score in members}
 
 
-def user_chats(user: str, *, client: Redis | None = None) -> list[str]:
+def user_chats(user: str, *, client: Client | None = None) -> list[str]:
     """Return the ids of the chats ``user`` belongs to."""
     client = resolve_client(client)
     user = validate_key_part(user, "user")
@@ -328,7 +347,9 @@ def _raise_for(code: int, chat_id: str, user: str) -> None:
         raise NotChatMember(chat_id, user)
 
 
-def _read(client, chat_id, user, mode, after, limit) -> list:
+def _read(
+    client: Client | None, chat_id: str, user: str, mode: str, after: int, limit: int
+) -> list[Any]:
     client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
@@ -340,7 +361,7 @@ def _read(client, chat_id, user, mode, after, limit) -> list:
     return reply
 
 
-def _pipelined_script(client, name: str, calls: list[tuple[list[str], list]]) -> list:
+def _pipelined_script(client: Client, name: str, calls: list[tuple[list[str], list]]) -> list:
     """Run one script per (keys, args) in one non-transactional pipeline per node.
 
     One round trip on a single server; on a Redis Cluster one per primary holding
@@ -358,7 +379,9 @@ def _pipelined_script(client, name: str, calls: list[tuple[list[str], list]]) ->
     return replies
 
 
-def _pipeline_scripts(server, name: str, calls: list[tuple[list[str], list]]) -> list:
+def _pipeline_scripts(
+    server: Client, name: str, calls: list[tuple[list[str], list[Any]]]
+) -> list[Any]:
     script = lua.script(server, name)
     if len(calls) == 1:  # a pipeline of one call only costs more
         [(keys, args)] = calls

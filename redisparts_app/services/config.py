@@ -1,5 +1,7 @@
 """Configuration and service discovery through Redis, with a per-process cache.
 
+Import: ``from redisparts_app.services.config import get_config, set_config, set_maintenance``.
+
 - Maintenance flag: ``set_maintenance()`` / ``clear_maintenance()``;
   ``is_under_maintenance()`` and ``maintenance_status()`` read Redis at most
   once per ``MAINTENANCE_CHECK_INTERVAL`` (1 s) per process and answer from
@@ -45,10 +47,26 @@ from urllib.parse import urlsplit
 from redis import Redis
 
 from ..conf import app_settings
-from ..connection import resolve_client
+from ..connection import Client, resolve_client
 from ..exceptions import ComponentConnectionError, InvalidArgument, InvalidArgumentType
 from ..keys import make_key, validate_key_part
 from ..validation import check_count
+
+__all__ = [
+    "Maintenance",
+    "clear_local_cache",
+    "clear_maintenance",
+    "component_client",
+    "config_key",
+    "delete_config",
+    "get_config",
+    "is_under_maintenance",
+    "maintenance_key",
+    "maintenance_status",
+    "redis_connection",
+    "set_config",
+    "set_maintenance",
+]
 
 # Seconds between two reads of the maintenance flag in one process.
 MAINTENANCE_CHECK_INTERVAL = 1.0
@@ -119,7 +137,9 @@ def _forget(key: str) -> None:
 # -- maintenance flag ------------------------------------------------------------------------
 
 
-def maintenance_status(*, client=None, clock: Clock = time.monotonic) -> Maintenance | None:
+def maintenance_status(
+    *, client: Client | None = None, clock: Clock = time.monotonic
+) -> Maintenance | None:
     """Return the current Maintenance, or None; Redis is read at most once a second."""
     client = resolve_client(client)
 
@@ -136,7 +156,7 @@ def maintenance_status(*, client=None, clock: Clock = time.monotonic) -> Mainten
     return _cached(maintenance_key(), MAINTENANCE_CHECK_INTERVAL, clock, read)
 
 
-def is_under_maintenance(*, client=None, clock: Clock = time.monotonic) -> bool:
+def is_under_maintenance(*, client: Client | None = None, clock: Clock = time.monotonic) -> bool:
     """Return True while the maintenance flag is set (read at most once a second)."""
     return maintenance_status(client=client, clock=clock) is not None
 
@@ -145,7 +165,7 @@ def set_maintenance(
     *,
     retry_after: int | None = None,
     message: str = "",
-    client=None,
+    client: Client | None = None,
     clock: Clock = time.time,
 ) -> Maintenance:
     """Set the flag; ``retry_after`` seconds (default MAINTENANCE_RETRY_AFTER) go to clients."""
@@ -166,7 +186,7 @@ def set_maintenance(
     return status
 
 
-def clear_maintenance(*, client=None) -> bool:
+def clear_maintenance(*, client: Client | None = None) -> bool:
     """Clear the flag; return whether it was set."""
     client = resolve_client(client)
     removed = client.delete(maintenance_key())
@@ -177,7 +197,7 @@ def clear_maintenance(*, client=None) -> bool:
 # -- JSON configuration ----------------------------------------------------------------------
 
 
-def encode_config(config: Any) -> str:
+def _encode_config(config: Any) -> str:
     """Return ``config`` as compact JSON; raise InvalidArgument if it is not a storable dict."""
     if not isinstance(config, dict):
         raise InvalidArgumentType(
@@ -202,14 +222,16 @@ def encode_config(config: Any) -> str:
     return text
 
 
-def set_config(kind: str, name: str, config: dict[str, Any], *, client=None) -> None:
+def set_config(
+    kind: str, name: str, config: dict[str, Any], *, client: Client | None = None
+) -> None:
     """Store the configuration of component ``name`` of type ``kind`` (e.g. "redis", "logs").
 
     Raise InvalidArgument (a ValueError) before writing anything for a value that
     is not a JSON-serialisable dict with string keys or is over the size limit.
     """
     key = config_key(kind, name)
-    text = encode_config(config)
+    text = _encode_config(config)
     if kind == "redis":
         _client_arguments(config)
     client = resolve_client(client)
@@ -217,7 +239,7 @@ def set_config(kind: str, name: str, config: dict[str, Any], *, client=None) -> 
     _forget(key)
 
 
-def delete_config(kind: str, name: str, *, client=None) -> bool:
+def delete_config(kind: str, name: str, *, client: Client | None = None) -> bool:
     """Remove a stored configuration; return whether there was one."""
     key = config_key(kind, name)
     client = resolve_client(client)
@@ -227,7 +249,12 @@ def delete_config(kind: str, name: str, *, client=None) -> bool:
 
 
 def get_config(
-    kind: str, name: str, wait: float = 1.0, *, client=None, clock: Clock = time.monotonic
+    kind: str,
+    name: str,
+    wait: float = 1.0,
+    *,
+    client: Client | None = None,
+    clock: Clock = time.monotonic,
 ) -> dict[str, Any]:
     """Return the configuration of ``kind``/``name`` ({} when none is stored).
 
@@ -280,7 +307,11 @@ def _client_arguments(config: dict[str, Any]) -> tuple[str | None, dict[str, Any
 
 
 def component_client(
-    component: str, wait: float = 1.0, *, client=None, clock: Clock = time.monotonic
+    component: str,
+    wait: float = 1.0,
+    *,
+    client: Client | None = None,
+    clock: Clock = time.monotonic,
 ) -> Redis:
     """Return the client for ``component`` as configured under type "redis".
 

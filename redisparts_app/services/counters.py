@@ -1,5 +1,7 @@
 """Event counters at several precisions, and the cleaner that bounds them.
 
+Import: ``from redisparts_app.services.counters import update_counter, get_counter``.
+
 ``update_counter("hits")`` adds to one bucket per precision in
 ``REDISPARTS["COUNTER_PRECISIONS"]`` (seconds: 1, 5, 60, 300, 3600, 18000, 86400); a
 bucket is named by its start, ``int(now // precision) * precision`` in epoch seconds.
@@ -33,15 +35,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
-from redis import Redis
 from redis.client import Pipeline
 from redis.cluster import ClusterPipeline, RedisCluster
 
 from .. import lua
 from ..conf import app_settings, positive_int_setting
-from ..connection import resolve_client
+from ..connection import Client, resolve_client
 from ..keys import make_key
 from ..validation import check_choice, check_int, check_key_part
+
+__all__ = [
+    "CleanReport",
+    "clean_counters",
+    "counter_key",
+    "get_counter",
+    "index_key",
+    "index_size",
+    "known_counters",
+    "precisions",
+    "sample_count",
+    "update_counter",
+]
 
 # Beyond 2**53 counts lose integer precision in JSON and JavaScript charts.
 MAX_COUNT = 2**53
@@ -80,7 +94,7 @@ def update_counter(
     name: str,
     count: int = 1,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> None:
     """Add ``count`` (may be negative) to the current bucket of every precision of ``name``.
@@ -111,7 +125,9 @@ def update_counter(
         pipe.execute()
 
 
-def get_counter(name: str, precision: int, *, client: Redis | None = None) -> list[tuple[int, int]]:
+def get_counter(
+    name: str, precision: int, *, client: Client | None = None
+) -> list[tuple[int, int]]:
     """Return the ``(bucket start, count)`` samples of ``name`` at ``precision``, oldest first."""
     name = _validate_name(name)
     check_choice(check_int(precision, "precision"), "precision (seconds)", precisions())
@@ -120,7 +136,7 @@ def get_counter(name: str, precision: int, *, client: Redis | None = None) -> li
     return sorted((int(start), int(value)) for start, value in data.items())
 
 
-def known_counters(*, client: Redis | None = None) -> dict[str, list[int]]:
+def known_counters(*, client: Client | None = None) -> dict[str, list[int]]:
     """Return the indexed counters: name -> precisions (seconds), both sorted."""
     client = resolve_client(client)
     found: dict[str, list[int]] = {}
@@ -133,7 +149,7 @@ def known_counters(*, client: Redis | None = None) -> dict[str, list[int]]:
 
 def clean_counters(
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
     pass_number: int = 0,
     interval: float = 60.0,
@@ -171,7 +187,7 @@ def clean_counters(
     return report
 
 
-def index_size(*, client: Redis | None = None) -> int:
+def index_size(*, client: Client | None = None) -> int:
     """Return the number of index entries (counter hashes known to the cleaner)."""
     client = resolve_client(client)
     return int(client.zcard(index_key()))
@@ -187,7 +203,7 @@ def index_key() -> str:
     return make_key("counters", "index", "known")
 
 
-def _forget(client: Redis, index: str, member: bytes, key: str, precision: int) -> int:
+def _forget(client: Client, index: str, member: bytes, key: str, precision: int) -> int:
     """Remove an empty counter from the index unless a write arrived; return 1 if removed."""
     client.zrem(index, member)
     # A write that reached the hash before this look is re-indexed here; a later one

@@ -1,5 +1,7 @@
 """Leases: exclusive, expiring ownership of one Redis key, with a heartbeat.
 
+Import: ``from redisparts_app.services.lease import Lease``.
+
 A lease is a key holding a random owner token (32 hex digits) with a TTL. Whoever
 set the key owns it until it expires or is released; only the owner can extend
 or release it, each checked and done atomically in Lua (compare-and-PEXPIRE,
@@ -51,9 +53,13 @@ from typing import Any
 import redis
 
 from .. import lua
-from ..connection import get_redis, is_pipeline, on_slot
+from ..connection import Client, get_redis, is_pipeline, on_slot
 from ..exceptions import InvalidArgument
 from ..validation import check_int, check_seconds, to_ms
+
+__all__ = [
+    "Lease",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +92,7 @@ def validate_heartbeat(interval: float | None, ttl: float, max_renewals: int | N
     return interval
 
 
-def immediate_client(client: Any) -> Any:
+def immediate_client(client: Client) -> Any:
     """Return ``client``, or get_redis() for None; refuse a pipeline with a TypeError.
 
     Leases and locks act on each reply at once (did the SET win?), which a
@@ -113,7 +119,7 @@ class Lease:
         key: str,
         ttl: float,
         *,
-        client: redis.Redis | None = None,
+        client: Client | None = None,
         token: str | None = None,
         fence_key: str | None = None,
         signal_key: str | None = None,
@@ -341,7 +347,7 @@ class Lease:
             self._confirmed_until = self.clock() + left
 
 
-def _longest_block(client: Any) -> float:
+def _longest_block(client: Client) -> float:
     """Return how long one blocking call may last before the client's socket times out."""
     pool = getattr(client, "connection_pool", None)
     socket_timeout = getattr(pool, "connection_kwargs", {}).get("socket_timeout")

@@ -1,6 +1,8 @@
 """Read-only listings for the admin: which queue groups, chats, guilds, logs, statistics,
 counters and configurations exist, one page at a time.
 
+Import: ``from redisparts_app.services.listings import lock_page, queue_groups``.
+
 Nothing here writes. Names are found with SCAN (``keys.scan_keys`` or one SCAN call per
 page, resumed from a cursor) or with ranges (ZRANGE with offsets), never by loading every
 key: a page costs a bounded number of round trips whatever the size of the keyspace.
@@ -30,12 +32,28 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..conf import app_settings
-from ..connection import resolve_client
+from ..connection import Client, resolve_client
 from ..keys import make_key, scan_keys, scan_step, validate_key_part
 from ..validation import check_int, check_page_size
 from . import counters, locks
 from .chat import chat_keys
 from .logs import SEVERITIES
+
+__all__ = [
+    "ChatOverview",
+    "Page",
+    "chat_overview",
+    "chat_page",
+    "config_page",
+    "counter_page",
+    "guild_page",
+    "lock_page",
+    "log_page",
+    "queue_groups",
+    "semaphore_page",
+    "stats_entries",
+    "tag_pattern",
+]
 
 # Keys SCAN looks at per call of a full walk (``queue_groups``, ``stats_entries``).
 SCAN_BATCH = 500
@@ -72,8 +90,13 @@ def tag_pattern(component: str, *roles: str) -> tuple[str, re.Pattern[str]]:
     return pattern, re.compile(f"^{exact}$")
 
 
-def scan_page(
-    component: str, roles: tuple[str, ...], cursor: int = 0, count: int = 50, *, client=None
+def _scan_page(
+    component: str,
+    roles: tuple[str, ...],
+    cursor: int = 0,
+    count: int = 50,
+    *,
+    client: Client | None = None,
 ) -> Page:
     """Return up to about ``count`` tags of keys ``<prefix>:<component>:{<tag>}:<roles>``.
 
@@ -85,7 +108,7 @@ def scan_page(
     return Page(sorted(tag for (tag,) in found), cursor)
 
 
-def queue_groups(*, client=None) -> list[str]:
+def queue_groups(*, client: Client | None = None) -> list[str]:
     """Return the task-queue groups that have a queue registry, sorted (a full SCAN).
 
     Groups are few (one per hash tag chosen in the settings or a ``@task``), so the
@@ -101,14 +124,16 @@ def queue_groups(*, client=None) -> list[str]:
     return sorted(found)
 
 
-def lock_page(cursor: int = 0, count: int = 50, *, client=None) -> tuple[list[locks.HeldLock], int]:
+def lock_page(
+    cursor: int = 0, count: int = 50, *, client: Client | None = None
+) -> tuple[list[locks.HeldLock], int]:
     """Return a page of held locks (name, owner token, TTL, fence) and the cursor to go on.
 
     Like ``locks.held_locks`` but one SCAN page at a time; a lock released between the
     SCAN and the read is left out.
     """
     client = resolve_client(client)
-    page = scan_page("lock", ("owner",), cursor, count, client=client)
+    page = _scan_page("lock", ("owner",), cursor, count, client=client)
     pipe = client.pipeline(transaction=False)
     for name in page.names:
         owner_key, fence_key, _signal = locks.lock_keys(name)
@@ -124,17 +149,17 @@ def lock_page(cursor: int = 0, count: int = 50, *, client=None) -> tuple[list[lo
     return held, page.cursor
 
 
-def semaphore_page(cursor: int = 0, count: int = 20, *, client=None) -> Page:
+def semaphore_page(cursor: int = 0, count: int = 20, *, client: Client | None = None) -> Page:
     """Return a page of semaphore names that have a holders zset."""
-    return scan_page("semaphore", ("holders",), cursor, count, client=client)
+    return _scan_page("semaphore", ("holders",), cursor, count, client=client)
 
 
-def chat_page(cursor: int = 0, count: int = 25, *, client=None) -> Page:
+def chat_page(cursor: int = 0, count: int = 25, *, client: Client | None = None) -> Page:
     """Return a page of chat ids."""
-    return scan_page("chat", ("members",), cursor, count, client=client)
+    return _scan_page("chat", ("members",), cursor, count, client=client)
 
 
-def chat_overview(chat_id: str, *, client=None) -> ChatOverview | None:
+def chat_overview(chat_id: str, *, client: Client | None = None) -> ChatOverview | None:
     """Return a chat's members, each one's pending messages, and what it holds; None if gone.
 
     Pending messages of a member are those with an id above the last one it fetched
@@ -163,9 +188,9 @@ def chat_overview(chat_id: str, *, client=None) -> ChatOverview | None:
     )
 
 
-def guild_page(cursor: int = 0, count: int = 50, *, client=None) -> Page:
+def guild_page(cursor: int = 0, count: int = 50, *, client: Client | None = None) -> Page:
     """Return a page of guilds that have an address book."""
-    return scan_page("ac", ("names",), cursor, count, client=client)
+    return _scan_page("ac", ("names",), cursor, count, client=client)
 
 
 def _scan_matches(
@@ -188,16 +213,16 @@ def _scan_matches(
 
 
 def config_page(
-    cursor: int = 0, count: int = 50, *, client=None
+    cursor: int = 0, count: int = 50, *, client: Client | None = None
 ) -> tuple[list[tuple[str, str]], int]:
     """Return a page of stored configurations as sorted (type, name) pairs, and the cursor."""
     prefix = re.escape(app_settings.KEY_PREFIX)
     regex = re.compile(rf"^{prefix}:config:\{{([^{{}}]+)\}}:([^:{{}}]+)$")
     found, cursor = _scan_matches(make_key("config", "*", "*"), regex, cursor, count, client)
-    return sorted(found), cursor  # type: ignore[return-value]
+    return sorted((kind, name) for kind, name in found), cursor
 
 
-def log_page(cursor: int = 0, count: int = 50, *, client=None) -> Page:
+def log_page(cursor: int = 0, count: int = 50, *, client: Client | None = None) -> Page:
     """Return a page of log names that have a recent log of any severity."""
     prefix = re.escape(app_settings.KEY_PREFIX)
     severities = "|".join(SEVERITIES)
@@ -206,7 +231,7 @@ def log_page(cursor: int = 0, count: int = 50, *, client=None) -> Page:
     return Page(sorted(name for (name,) in found), cursor)
 
 
-def stats_entries(count: int = 200, *, client=None) -> list[tuple[str, str]]:
+def stats_entries(count: int = 200, *, client: Client | None = None) -> list[tuple[str, str]]:
     """Return up to ``count`` (context, kind) pairs with statistics this or last hour, sorted."""
     client = resolve_client(client)
     prefix = app_settings.KEY_PREFIX + ":stats:"
@@ -222,7 +247,7 @@ def stats_entries(count: int = 200, *, client=None) -> list[tuple[str, str]]:
 
 
 def counter_page(
-    start: int = 0, count: int = 50, *, client=None
+    start: int = 0, count: int = 50, *, client: Client | None = None
 ) -> tuple[dict[str, list[int]], int]:
     """Return a page of the counters' index (name -> precisions) and the index size.
 

@@ -1,5 +1,7 @@
 """Distributed locks with a TTL, owner tokens, wake-up on release and fencing tokens.
 
+Import: ``from redisparts_app.services.locks import Lock, fenced_update``.
+
 ::
 
     with Lock("market", ttl=5, timeout=10) as lock:
@@ -55,21 +57,29 @@ Defaults come from ``REDISPARTS["LOCK_TTL"]`` and ``REDISPARTS["LOCK_TIMEOUT"]``
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-import redis
 from django.db import models
 
 from .. import keys
 from ..conf import app_settings
-from ..connection import resolve_client
+from ..connection import Client, resolve_client
 from ..exceptions import LockNotOwned, LockTimeout
 from ..validation import check_count, check_seconds
 from .lease import Lease, immediate_client, validate_heartbeat
+
+__all__ = [
+    "HeldLock",
+    "Lock",
+    "fenced_update",
+    "held_locks",
+    "lock_keys",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +111,7 @@ class Lock:
         ttl: float | None = None,
         timeout: float | None = None,
         *,
-        client: redis.Redis | None = None,
+        client: Client | None = None,
         auto_renew: bool = False,
         renew_interval: float | None = None,
         max_renewals: int | None = None,
@@ -148,7 +158,7 @@ class Lock:
         return self._lease is not None and self._lease.held
 
     @property
-    def lost(self):
+    def lost(self) -> threading.Event:
         """A threading.Event set once this holder is found to have lost the lock."""
         if self._lease is None:
             raise RuntimeError(f"lock {self.name!r} was never acquired")
@@ -249,7 +259,7 @@ class HeldLock:
     fence: int | None
 
 
-def held_locks(client: redis.Redis | None = None, *, batch: int = 200) -> list[HeldLock]:
+def held_locks(client: Client | None = None, *, batch: int = 200) -> list[HeldLock]:
     """Return the locks held right now, sorted by name (SCAN, never KEYS).
 
     ``ttl`` is None for a key without TTL (set outside this module). A lock

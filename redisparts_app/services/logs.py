@@ -1,5 +1,7 @@
 """Recent and common logs in Redis, and a logging.Handler that feeds them.
 
+Import: ``from redisparts_app.services.logs import log_recent, log_common, RedisLogHandler``.
+
 Per log name and severity (debug, info, warning, error, critical):
 
 - the recent log keeps the newest ``REDISPARTS["LOG_RECENT_LIMIT"]`` entries (100),
@@ -33,14 +35,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from redis import Redis
-
 from .. import lua
 from ..conf import positive_int_setting
-from ..connection import resolve_client
+from ..connection import Client, resolve_client
 from ..exceptions import InvalidArgument, InvalidArgumentType
 from ..keys import make_key
 from ..validation import check_key_part, check_optional_count
+
+__all__ = [
+    "SEVERITIES",
+    "LogEntry",
+    "RedisLogHandler",
+    "common",
+    "log_common",
+    "log_recent",
+    "normalize_severity",
+    "recent",
+]
 
 SEVERITIES = ("debug", "info", "warning", "error", "critical")
 _LEVELS = (
@@ -89,7 +100,7 @@ def log_recent(
     message: str,
     severity: int | str = logging.INFO,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> None:
     """Push ``message`` onto the recent log of ``name`` and ``severity``.
@@ -108,7 +119,7 @@ def log_common(
     message: str,
     severity: int | str = logging.INFO,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> int:
     """Count ``message`` in the common log of this hour and push it onto the recent log.
@@ -133,7 +144,7 @@ def recent(
     severity: int | str = logging.INFO,
     limit: int | None = None,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
 ) -> list[LogEntry]:
     """Return up to ``limit`` (default all kept) recent entries, newest first."""
     name = _validate_name(name)
@@ -154,7 +165,7 @@ def common(
     limit: int | None = None,
     previous: bool = False,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> list[tuple[str, int]]:
     """Return ``(message, count)`` pairs of this hour (or the previous one), most common first.
@@ -202,7 +213,7 @@ class RedisLogHandler(logging.Handler):
         level: int | str = logging.NOTSET,
         *,
         common: bool = True,
-        client: Redis | None = None,
+        client: Client | None = None,
     ) -> None:
         super().__init__(level)
         self.log_name = check_key_part(name, "log name")

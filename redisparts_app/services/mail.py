@@ -1,5 +1,7 @@
 """Guild mail: single-recipient mailboxes pulled by their owner.
 
+Import: ``from redisparts_app.services.mail import Mailbox``.
+
 A sender puts a message (sender, subject, body, time) in the recipient's
 mailbox; the recipient fetches it newest first, page by page, marks messages
 read and deletes them. Keys, all tagged with the recipient so each step is one
@@ -22,14 +24,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from redis import Redis
-
 from .. import lua
 from ..conf import app_settings
-from ..connection import resolve_client
+from ..connection import Client, resolve_client
 from ..exceptions import MailMessageNotFound
 from ..keys import make_key, validate_key_part
 from ..validation import check_count, check_int, check_page_size, check_text
+
+__all__ = [
+    "MailMessage",
+    "MailPage",
+    "Mailbox",
+    "validate_message_id",
+    "validate_text",
+]
 
 COMPONENT = "mail"
 
@@ -70,7 +78,7 @@ class Mailbox:
         self,
         user: str,
         *,
-        client: Redis | None = None,
+        client: Client | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.user = validate_key_part(user, "user")

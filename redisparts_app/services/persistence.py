@@ -1,5 +1,7 @@
 """Persistence and replication helpers: replica sync, status, backup.
 
+Import: ``from redisparts_app.services.persistence import wait_for_sync, backup``.
+
 Resumable log processing (the book's chapter 4 example) is ``services.log_processing``.
 
 **wait_for_sync(master, replica)** writes a marker on the master and returns
@@ -40,9 +42,19 @@ from redis.cluster import RedisCluster
 
 from .. import keys
 from ..conf import app_settings
-from ..connection import resolve_client
+from ..connection import Client, resolve_client
 from ..exceptions import BackupError, ReplicationTimeout
 from ..validation import check_choice, check_seconds
+
+__all__ = [
+    "Backup",
+    "backup",
+    "node_statuses",
+    "server_status",
+    "server_version",
+    "sha256_of",
+    "wait_for_sync",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -53,15 +65,15 @@ LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 # --- replication ----------------------------------------------------------------------------
 
 
-def server_version(client: redis.Redis) -> tuple[int, ...]:
+def server_version(client: Client) -> tuple[int, ...]:
     """Return the server version as a tuple of integers, e.g. (6, 2, 14)."""
     text = str(client.info("server")["redis_version"])
     return tuple(int(part) for part in text.split(".") if part.isdigit())
 
 
 def wait_for_sync(
-    master: redis.Redis,
-    replica: redis.Redis,
+    master: Client,
+    replica: Client,
     timeout: float = 1.0,
     *,
     policy: str = "raise",
@@ -99,8 +111,8 @@ def _remaining_ms(deadline: float, clock: Callable[[], float]) -> int:
 
 
 def _wait_replicated(
-    master: redis.Redis,
-    replica: redis.Redis,
+    master: Client,
+    replica: Client,
     marker: str,
     deadline: float,
     clock: Callable[[], float],
@@ -134,7 +146,7 @@ def _wait_replicated(
 
 
 def _wait_replica_disk(
-    master: redis.Redis, replica: redis.Redis, deadline: float, clock: Callable[[], float]
+    master: Client, replica: Client, deadline: float, clock: Callable[[], float]
 ) -> None:
     if server_version(master) >= (7, 2):
         acked = master.execute_command("WAITAOF", 0, 1, _remaining_ms(deadline, clock))
@@ -159,7 +171,7 @@ def _wait_replica_disk(
 # --- status ---------------------------------------------------------------------------------
 
 
-def _config(client: redis.Redis, *names: str) -> dict[str, str | None]:
+def _config(client: Client, *names: str) -> dict[str, str | None]:
     """CONFIG GET each name; None where CONFIG is renamed or refused (managed services)."""
     values: dict[str, str | None] = {}
     for name in names:
@@ -178,7 +190,7 @@ def _iso(timestamp: int | None) -> str | None:
     return datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
-def node_statuses(*, client: Any = None) -> list[dict[str, Any]]:
+def node_statuses(*, client: Client | None = None) -> list[dict[str, Any]]:
     """Return ``server_status()`` of every server behind ``client``, each with its "node".
 
     Every node (primaries and replicas, by address) of a Redis Cluster client; the
@@ -191,7 +203,7 @@ def node_statuses(*, client: Any = None) -> list[dict[str, Any]]:
     return [{"node": node.name, **server_status(client=node.redis_connection)} for node in nodes]
 
 
-def server_status(*, client: redis.Redis | None = None) -> dict[str, Any]:
+def server_status(*, client: Client | None = None) -> dict[str, Any]:
     """Return persistence and replication state as a JSON-serialisable dict.
 
     Of one server: given a Redis Cluster client, of the node its INFO reaches
@@ -263,7 +275,7 @@ class Backup:
     saved_at: datetime
 
 
-def _is_local(client: redis.Redis) -> bool:
+def _is_local(client: Client) -> bool:
     pool = getattr(client, "connection_pool", None)
     if pool is None:  # a cluster client: no single server, no single dump.rdb
         raise BackupError("backup needs a client of one server, not of a Redis Cluster")
@@ -271,7 +283,7 @@ def _is_local(client: redis.Redis) -> bool:
     return "path" in kwargs or kwargs.get("host") in LOCAL_HOSTS
 
 
-def _bgsave(client: redis.Redis, deadline: float, clock: Callable[[], float]) -> None:
+def _bgsave(client: Client, deadline: float, clock: Callable[[], float]) -> None:
     """Start a BGSAVE, waiting out a save or AOF rewrite already running."""
     while True:
         try:
@@ -289,7 +301,7 @@ def _bgsave(client: redis.Redis, deadline: float, clock: Callable[[], float]) ->
 def backup(
     destination: str | os.PathLike,
     *,
-    client: redis.Redis | None = None,
+    client: Client | None = None,
     timeout: float | None = None,
     progress: Callable[[float], None] | None = None,
     clock: Callable[[], float] = time.monotonic,

@@ -1,5 +1,7 @@
 """Who is online: users active in the last few minutes, and which of a user's friends are.
 
+Import: ``from redisparts_app.services.presence import record_activity, online_friends``.
+
 A user is online from any activity until the end of the window: the current
 minute and the ``PRESENCE_WINDOW_MINUTES - 1`` (default 9) whole minutes before
 it, so "the last 10 minutes" counted in whole minutes. Two ways to answer,
@@ -40,9 +42,24 @@ from typing import Literal
 
 from .. import lua
 from ..conf import app_settings
-from ..connection import on_slot, resolve_client
+from ..connection import Client, on_slot, resolve_client
 from ..exceptions import InvalidArgument
 from ..keys import make_key, validate_key_part
+
+__all__ = [
+    "add_friend",
+    "devices_key",
+    "friends",
+    "friends_key",
+    "is_online",
+    "logout",
+    "minute_key",
+    "online_friends",
+    "online_users",
+    "record_activity",
+    "remove_friend",
+    "seen_key",
+]
 
 COMPONENT = "presence"
 TAG = "presence"
@@ -86,7 +103,11 @@ def _ttl() -> int:
 
 
 def record_activity(
-    user: str, device: str = DEFAULT_DEVICE, *, client=None, clock: Clock = time.time
+    user: str,
+    device: str = DEFAULT_DEVICE,
+    *,
+    client: Client | None = None,
+    clock: Clock = time.time,
 ) -> None:
     """Mark ``user`` active now on ``device`` (any id of a device, tab or session)."""
     user = validate_key_part(user, "user")
@@ -105,7 +126,9 @@ def record_activity(
         pipe.execute()
 
 
-def online_users(*, method: Method = "seen", client=None, clock: Clock = time.time) -> set[str]:
+def online_users(
+    *, method: Method = "seen", client: Client | None = None, clock: Clock = time.time
+) -> set[str]:
     """Return the users active in the window, by either method (same answer)."""
     keys, start = _window(clock())
     client = resolve_client(client)
@@ -118,7 +141,7 @@ def online_users(*, method: Method = "seen", client=None, clock: Clock = time.ti
     return {member.decode() for member in members}
 
 
-def is_online(user: str, *, client=None, clock: Clock = time.time) -> bool:
+def is_online(user: str, *, client: Client | None = None, clock: Clock = time.time) -> bool:
     """Return whether ``user`` was active in the window."""
     user = validate_key_part(user, "user")
     start = _window_start(clock())
@@ -128,7 +151,11 @@ def is_online(user: str, *, client=None, clock: Clock = time.time) -> bool:
 
 
 def logout(
-    user: str, device: str = DEFAULT_DEVICE, *, client=None, clock: Clock = time.time
+    user: str,
+    device: str = DEFAULT_DEVICE,
+    *,
+    client: Client | None = None,
+    clock: Clock = time.time,
 ) -> bool:
     """Forget ``device``; return True if the user is now offline (no other device active)."""
     user = validate_key_part(user, "user")
@@ -141,17 +168,17 @@ def logout(
     return bool(offline)
 
 
-def add_friend(user: str, friend: str, *, client=None) -> None:
+def add_friend(user: str, friend: str, *, client: Client | None = None) -> None:
     """Make ``user`` and ``friend`` friends of each other."""
     _change_friendship("sadd", user, friend, client)
 
 
-def remove_friend(user: str, friend: str, *, client=None) -> None:
+def remove_friend(user: str, friend: str, *, client: Client | None = None) -> None:
     """End the friendship of ``user`` and ``friend`` (both directions)."""
     _change_friendship("srem", user, friend, client)
 
 
-def _change_friendship(command: str, user: str, friend: str, client) -> None:
+def _change_friendship(command: str, user: str, friend: str, client: Client) -> None:
     """Apply SADD or SREM to both friends sets in one MULTI."""
     user = validate_key_part(user, "user")
     friend = validate_key_part(friend, "friend")
@@ -167,7 +194,7 @@ def _change_friendship(command: str, user: str, friend: str, client) -> None:
         pipe.execute()
 
 
-def friends(user: str, *, client=None) -> set[str]:
+def friends(user: str, *, client: Client | None = None) -> set[str]:
     """Return the friends of ``user``."""
     user = validate_key_part(user, "user")
     client = resolve_client(client)
@@ -175,7 +202,7 @@ def friends(user: str, *, client=None) -> set[str]:
 
 
 def online_friends(
-    user: str, *, method: Method = "minutes", client=None, clock: Clock = time.time
+    user: str, *, method: Method = "minutes", client: Client | None = None, clock: Clock = time.time
 ) -> set[str]:
     """Return the friends of ``user`` active in the window, computed atomically in one script.
 

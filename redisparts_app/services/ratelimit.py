@@ -1,5 +1,7 @@
 """Rate limits: at most ``limit`` events per ``window`` seconds for each subject.
 
+Import: ``from redisparts_app.services.ratelimit import RateLimit``.
+
 ``RateLimit("login", 10, 60).hit(subject)`` admits or refuses one event with one script
 call (``lua/rate_limit.lua``): a sliding log of the admitted events' times, on the
 server's clock, so the limit holds in every window of ``window`` seconds (a fixed-window
@@ -22,13 +24,16 @@ import os
 import re
 from dataclasses import dataclass
 
-from redis import Redis
-
 from .. import lua
-from ..connection import resolve_client
+from ..connection import Client, resolve_client
 from ..exceptions import InvalidArgument
 from ..keys import make_key
 from ..validation import check_count, check_seconds
+
+__all__ = [
+    "Decision",
+    "RateLimit",
+]
 
 COMPONENT = "ratelimit"
 _SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
@@ -51,7 +56,7 @@ class RateLimit:
     """At most ``limit`` events per ``window`` seconds per subject, within ``scope``."""
 
     def __init__(
-        self, scope: str, limit: int, window: float, *, client: Redis | None = None
+        self, scope: str, limit: int, window: float, *, client: Client | None = None
     ) -> None:
         if not isinstance(scope, str) or not _SCOPE_RE.match(scope):
             raise InvalidArgument(

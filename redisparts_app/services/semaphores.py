@@ -1,5 +1,7 @@
 """Counting semaphores: at most ``limit`` holders of a named resource at once.
 
+Import: ``from redisparts_app.services.semaphores import Semaphore, FairSemaphore``.
+
 Two kinds, with the same interface (``acquire``, ``refresh``, ``release``, ``hold``,
 ``holders``):
 
@@ -62,10 +64,9 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from .. import keys, lua
-from ..connection import resolve_client
+from ..connection import Client, resolve_client
 from ..exceptions import (
     InvalidArgument,
     InvalidArgumentType,
@@ -74,6 +75,14 @@ from ..exceptions import (
     SemaphoreTimeout,
 )
 from ..validation import check_count, check_seconds, to_ms
+
+__all__ = [
+    "FairSemaphore",
+    "Holder",
+    "Semaphore",
+    "holders",
+    "semaphore_names",
+]
 
 COMPONENT = "semaphore"
 MAX_LIMIT = 1_000_000
@@ -120,7 +129,7 @@ class Semaphore:
         limit: int,
         *,
         timeout: float = 10.0,
-        client: Any = None,
+        client: Client | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.name = keys.validate_key_part(name, "semaphore name")
@@ -230,7 +239,7 @@ class FairSemaphore(Semaphore):
 
 
 def holders(
-    name: str, *, client: Any = None, clock: Callable[[], float] | None = None
+    name: str, *, client: Client | None = None, clock: Callable[[], float] | None = None
 ) -> list[Holder]:
     """Return the live permits of semaphore ``name``, oldest first.
 
@@ -268,7 +277,7 @@ def holders(
     return found
 
 
-def semaphore_names(*, client: Any = None) -> list[str]:
+def semaphore_names(*, client: Client | None = None) -> list[str]:
     """Return the names of the semaphores that have holders' keys in Redis, sorted (SCAN)."""
     client = resolve_client(client)
     suffix = b"}:holders"

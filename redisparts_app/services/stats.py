@@ -1,5 +1,7 @@
 """Running statistics per hour (count, sum, sum of squares, min, max) and response times.
 
+Import: ``from redisparts_app.services.stats import update_stats, record_access_time``.
+
 ``update_stats("checkout", "amount", 12.5)`` adds a value to the statistics of the current
 clock hour (UTC hours from the epoch); ``get_stats("checkout", "amount")`` returns a
 ``Stats`` with ``mean``, ``stddev`` (sample standard deviation, n - 1, like
@@ -35,13 +37,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import redis
-from redis import Redis
 
 from .. import lua
 from ..conf import positive_int_setting
-from ..connection import resolve_client
+from ..connection import Client, resolve_client
 from ..keys import make_key
 from ..validation import check_count, check_key_part, check_number
+
+__all__ = [
+    "Stats",
+    "access_time",
+    "get_stats",
+    "record_access_time",
+    "slowest_views",
+    "stats_context",
+    "stats_key",
+    "update_stats",
+]
 
 logger = logging.getLogger("redisparts.stats")
 
@@ -89,7 +101,7 @@ def update_stats(
     kind: str,
     value: float,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Stats:
     """Add ``value`` to the statistics of ``context``/``kind`` for this hour; return them.
@@ -113,7 +125,7 @@ def get_stats(
     kind: str,
     *,
     previous: bool = False,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Stats | None:
     """Return the statistics of this hour (or the previous one), or None when there are none.
@@ -136,7 +148,7 @@ def record_access_time(
     view: str,
     seconds: float,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Stats:
     """Record one response time of ``view`` and rank the view by its average this hour.
@@ -146,7 +158,7 @@ def record_access_time(
     check_number(seconds, "seconds", minimum=0)
     client = resolve_client(client)
     stats = update_stats(view, ACCESS_TIME, seconds, client=client, clock=clock)
-    ranking = slowest_key()
+    ranking = _slowest_key()
     # Not MULTI: Cluster clients refuse it; a trim that runs late only trims later.
     pipe = client.pipeline(transaction=False)
     pipe.zadd(ranking, {stats_context(view): stats.mean})
@@ -155,11 +167,11 @@ def record_access_time(
     return stats
 
 
-def slowest_views(limit: int = 10, *, client: Redis | None = None) -> list[tuple[str, float]]:
+def slowest_views(limit: int = 10, *, client: Client | None = None) -> list[tuple[str, float]]:
     """Return ``(view, average seconds)`` pairs, slowest first."""
     check_count(limit, "limit")
     client = resolve_client(client)
-    rows = client.zrevrange(slowest_key(), 0, limit - 1, withscores=True)
+    rows = client.zrevrange(_slowest_key(), 0, limit - 1, withscores=True)
     return [(member.decode(), float(score)) for member, score in rows]
 
 
@@ -167,7 +179,7 @@ def slowest_views(limit: int = 10, *, client: Redis | None = None) -> list[tuple
 def access_time(
     view: str,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
     timer: Callable[[], float] = time.perf_counter,
 ) -> Iterator[None]:
@@ -199,7 +211,7 @@ def stats_key(context: str, kind: str) -> str:
     return make_key("stats", context, kind)
 
 
-def slowest_key() -> str:
+def _slowest_key() -> str:
     """Return the key of the slowest-views ranking."""
     return make_key("stats_rank", ACCESS_TIME, "slowest")
 
