@@ -48,7 +48,7 @@ from redis.exceptions import NoScriptError
 from .. import lua
 from ..conf import app_settings, positive_int_setting
 from ..connection import Client, by_node, by_slot, on_slot, resolve_client
-from ..exceptions import ChatExists, ChatNotFound, NotChatMember
+from ..exceptions import ChatExists, ChatNotFound, InvalidArgumentType, NotChatMember
 from ..keys import make_key, validate_key_part
 from ..validation import check_count
 from .mail import validate_message_id, validate_text
@@ -120,7 +120,9 @@ def create_chat(
     client = resolve_client(client)
     sender = validate_key_part(sender, "sender")
     if isinstance(recipients, str):
-        raise TypeError("recipients must be a collection of user names, not one string")
+        raise InvalidArgumentType(
+            "recipients", recipients, "must be a collection of user names, not one string"
+        )
     members = sorted({sender, *(validate_key_part(r, "recipient") for r in recipients)})
     encoded = _encode(sender, message, clock)
     if chat_id is None:

@@ -50,7 +50,7 @@ from ..conf import app_settings
 from ..connection import Client, resolve_client
 from ..exceptions import ComponentConnectionError, InvalidArgument, InvalidArgumentType
 from ..keys import make_key, validate_key_part
-from ..validation import check_count
+from ..validation import check_count, check_seconds
 
 __all__ = [
     "Maintenance",
@@ -261,8 +261,7 @@ def get_config(
     Redis is read at most once per ``wait`` seconds per process; in between the
     answer is a copy of the cached value, so callers may change what they get.
     """
-    if wait < 0:
-        raise ValueError(f"wait must not be negative, got {wait}")
+    check_seconds(wait, "wait", allow_zero=True, whole_ms=False)
     key = config_key(kind, name)
     client = resolve_client(client)
 

@@ -43,6 +43,7 @@ from .. import lua
 from ..connection import Client, on_slot, resolve_client
 from ..exceptions import GeoIPImportError, InvalidArgument, InvalidArgumentType
 from ..keys import make_key
+from ..validation import check_count
 
 if TYPE_CHECKING:
     from _csv import _reader
@@ -149,8 +150,7 @@ def import_geoip(
     file and GeoIPImportError for an unknown layout or when no block or no city
     could be read; in every failure the previous data stays in place.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    check_count(batch_size, "batch_size")
     blocks_path, locations_path = Path(blocks_path), Path(locations_path)
     for path in (blocks_path, locations_path):
         if not path.is_file():

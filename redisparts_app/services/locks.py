@@ -69,7 +69,7 @@ from django.db import models
 from .. import keys
 from ..conf import app_settings
 from ..connection import Client, resolve_client
-from ..exceptions import LockNotOwned, LockTimeout
+from ..exceptions import InvalidArgument, LockNotOwned, LockTimeout
 from ..validation import check_count, check_seconds
 from .lease import Lease, immediate_client, validate_heartbeat
 
@@ -310,7 +310,9 @@ def fenced_update(
     """
     check_count(fence, "fence")
     if fence_field in fields:
-        raise ValueError(f"{fence_field!r} is set from the fence; do not pass it as a field")
+        raise InvalidArgument(
+            "fields", fence_field, "is set from the fence; do not pass it as a field"
+        )
     if isinstance(queryset_or_model, type) and issubclass(queryset_or_model, models.Model):
         queryset = queryset_or_model._default_manager.all()
     else:

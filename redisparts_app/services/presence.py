@@ -45,6 +45,7 @@ from ..conf import app_settings
 from ..connection import Client, on_slot, resolve_client
 from ..exceptions import InvalidArgument
 from ..keys import make_key, validate_key_part
+from ..validation import check_choice
 
 __all__ = [
     "add_friend",
@@ -67,6 +68,7 @@ DEFAULT_DEVICE = "default"
 
 Clock = Callable[[], float]
 Method = Literal["minutes", "seen"]
+METHODS: tuple[Method, ...] = ("minutes", "seen")
 
 
 def minute_key(minute: int) -> str:
@@ -130,14 +132,13 @@ def online_users(
     *, method: Method = "seen", client: Client | None = None, clock: Clock = time.time
 ) -> set[str]:
     """Return the users active in the window, by either method (same answer)."""
+    check_choice(method, "method", METHODS)
     keys, start = _window(clock())
     client = resolve_client(client)
     if method == "minutes":
         members = client.sunion(keys)
-    elif method == "seen":
+    else:  # "seen"
         members = client.zrangebyscore(seen_key(), start, "+inf")
-    else:
-        raise ValueError(f"method must be 'minutes' or 'seen', got {method!r}")
     return {member.decode() for member in members}
 
 
@@ -211,6 +212,7 @@ def online_friends(
     friend's last-seen score.
     """
     user = validate_key_part(user, "user")
+    check_choice(method, "method", METHODS)
     keys, start = _window(clock())
     client = resolve_client(client)
     if method == "minutes":
@@ -218,10 +220,8 @@ def online_friends(
         members = lua.script(client, "presence_online_friends")(
             keys=[friends_key(user), temporary, *keys], args=[]
         )
-    elif method == "seen":
+    else:  # "seen"
         members = lua.script(client, "presence_online_friends_seen")(
             keys=[friends_key(user), seen_key()], args=[start]
         )
-    else:
-        raise ValueError(f"method must be 'minutes' or 'seen', got {method!r}")
     return {member.decode() for member in members}

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from .. import lua
 from ..connection import Client, resolve_client
-from ..exceptions import InvalidArgument
+from ..exceptions import InvalidArgument, InvalidArgumentType
 from ..keys import make_key
 from ..validation import check_count, check_seconds
 
@@ -70,7 +70,9 @@ class RateLimit:
     def key(self, subject: str) -> str:
         """The Redis key of ``subject``'s log; TypeError for a non-string subject."""
         if not isinstance(subject, str):
-            raise TypeError(f"rate limit subject must be a string, got {type(subject).__name__}")
+            raise InvalidArgumentType(
+                "rate limit subject", subject, f"must be a string, got {type(subject).__name__}"
+            )
         digest = hashlib.sha256(subject.encode("utf-8", "surrogatepass")).hexdigest()[:32]
         return make_key(COMPONENT, f"{self.scope}/{digest}")
 
