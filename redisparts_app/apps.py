@@ -1,7 +1,16 @@
+"""The app configuration: registers the system checks, starts the embedded server if asked.
+
+Use: ``INSTALLED_APPS = [..., "redisparts_app"]``; RedispartsConfig is the default config.
+"""
+
 import logging
 import sys
 
 from django.apps import AppConfig
+
+__all__ = [
+    "RedispartsConfig",
+]
 
 logger = logging.getLogger("redisparts")
 

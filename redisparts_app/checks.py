@@ -1,5 +1,7 @@
 """System checks: settings, reachability and version of each Redis connection.
 
+Import: ``from redisparts_app.checks import check_settings, check_servers``.
+
 Ids: E001 unknown or malformed settings, E002 bad KEY_PREFIX, E003 bad
 connection entry, E004 server too old, E005 bad EMBEDDED entry; W001 server
 unreachable (a warning, so the site can still start and answer its 503 page).
@@ -15,6 +17,13 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from .conf import DEFAULTS, app_settings
 from .connection import config_problems, get_redis
 from .keys import validate_key_part
+
+__all__ = [
+    "check_servers",
+    "check_settings",
+    "probe",
+    "version_error",
+]
 
 MIN_SERVER_VERSION = (6, 2, 0)
 TAG = "redisparts"
@@ -84,8 +93,8 @@ def check_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
                     id="redisparts.W001",
                 )
             )
-        elif (error := version_error(alias, version)) is not None:
-            messages.append(error)
+        elif (problem := version_error(alias, version)) is not None:
+            messages.append(problem)
     return messages
 
 

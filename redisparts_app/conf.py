@@ -1,5 +1,7 @@
 """The ``REDISPARTS`` settings dict and its defaults.
 
+Import: ``from redisparts_app.conf import app_settings``.
+
 Values are read on first access and kept until Django reports a change of
 ``REDISPARTS`` (``setting_changed``), so ``override_settings`` works in tests::
 
@@ -15,6 +17,14 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+
+__all__ = [
+    "DEFAULTS",
+    "AppSettings",
+    "app_settings",
+    "positive_int_setting",
+    "sentinel_addresses",
+]
 
 DEFAULTS: dict[str, Any] = {
     # First segment of every key; no braces or glob characters.

@@ -1,5 +1,7 @@
 """The one entry point to Redis: ``get_redis(alias)``.
 
+Import: ``from redisparts_app.connection import get_redis, resolve_client``.
+
 ``REDISPARTS["CONNECTIONS"]`` maps an alias to one of these shapes::
 
     {"CACHE": "default"}                      # reuse a django-redis cache's pool
@@ -23,7 +25,7 @@ import functools
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -39,14 +41,36 @@ from redis.typing import KeyT
 from .conf import app_settings
 from .exceptions import ConnectionNotConfigured, shorten
 
+__all__ = [
+    "SHAPES",
+    "SLOT_MOVED_ERRORS",
+    "URL_SCHEMES",
+    "Client",
+    "by_node",
+    "by_slot",
+    "config_problems",
+    "get_redis",
+    "is_pipeline",
+    "on_slot",
+    "reset_clients",
+    "resolve_client",
+    "slot_client",
+]
+
 URL_SCHEMES = ("redis", "rediss", "unix")
 SHAPES = ("CACHE", "URL", "SENTINELS", "CLUSTER")
 
-_clients: dict[str, Any] = {}
+# What services accept as ``client=``: a client, a cluster client or a pipeline. Any,
+# not a union of redis-py classes: redis-py 5.2 types each command's reply as
+# ``Awaitable[Any] | Any`` (one signature for its sync and asyncio clients), so a
+# precise type would only add a cast at every reply.
+Client: TypeAlias = Any
+
+_clients: dict[str, Client] = {}
 _clients_lock = threading.Lock()
 
 
-def get_redis(alias: str | None = None) -> Redis:
+def get_redis(alias: str | None = None) -> Client:
     """Return the Redis client for ``alias`` (default: REDISPARTS["DEFAULT_CONNECTION"]).
 
     Clients other than CACHE ones are built once per process and reused; their
@@ -54,7 +78,7 @@ def get_redis(alias: str | None = None) -> Redis:
     alias or a malformed entry.
     """
     alias = alias or app_settings.DEFAULT_CONNECTION
-    config = connection_config(alias)
+    config = _connection_config(alias)
     if "CACHE" in config:
         return _cache_client(config["CACHE"])
     client = _clients.get(alias)
@@ -62,11 +86,20 @@ def get_redis(alias: str | None = None) -> Redis:
         with _clients_lock:
             client = _clients.get(alias)
             if client is None:
-                client = _clients[alias] = build_client(config)
+                client = _clients[alias] = _build_client(config)
     return client
 
 
-def connection_config(alias: str) -> dict[str, Any]:
+def resolve_client(client: Client | None) -> Client:
+    """Return ``client``, or get_redis() when it is None.
+
+    Not ``client or get_redis()``: an empty pipeline is falsy, and a service
+    given one must queue its commands on it.
+    """
+    return client if client is not None else get_redis()
+
+
+def _connection_config(alias: str) -> dict[str, Any]:
     """Return the validated configuration of ``alias`` as a dict."""
     connections = app_settings.CONNECTIONS
     if alias not in connections:
@@ -123,7 +156,7 @@ def config_problems(config: Any) -> list[str]:
     return []
 
 
-def build_client(config: dict[str, Any]) -> Redis:
+def _build_client(config: dict[str, Any]) -> Client:
     """Build a new client for a validated URL, SENTINELS or CLUSTER entry."""
     options = dict(config.get("OPTIONS", {}))
     if "URL" in config:
@@ -136,7 +169,8 @@ def build_client(config: dict[str, Any]) -> Redis:
         options.setdefault("password", first.password)
         options.setdefault("ssl", first.scheme == "rediss")
         startup = [ClusterNode(urlsplit(n).hostname, urlsplit(n).port or 6379) for n in nodes]
-        return RedisCluster(startup_nodes=startup, **options)
+        # redis-py 5.2 declares connection_pool abstract on its cluster client.
+        return RedisCluster(startup_nodes=startup, **options)  # type: ignore[abstract]
     sentinel = Sentinel(
         [tuple(entry) for entry in config["SENTINELS"]],
         sentinel_kwargs=config.get("SENTINEL_OPTIONS"),
@@ -225,7 +259,8 @@ def by_slot(client: Any, items: Iterable[T], key_of: Callable[[T], KeyT]) -> lis
 
 def is_pipeline(client: Any) -> bool:
     """Whether ``client`` is a pipeline (plain or cluster): it queues commands until execute()."""
-    return _is_pipeline_class(type(client))
+    kind: type = type(client)
+    return _is_pipeline_class(kind)
 
 
 @functools.cache
@@ -241,7 +276,7 @@ def reset_clients() -> None:
         _clients.clear()
 
 
-def _cache_client(cache_alias: str) -> Redis:
+def _cache_client(cache_alias: str) -> Client:
     from django_redis import get_redis_connection
 
     return get_redis_connection(cache_alias)

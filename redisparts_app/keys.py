@@ -1,5 +1,7 @@
 """Key names: ``<prefix>:<component>:{<tag>}:<role>``.
 
+Import: ``from redisparts_app.keys import make_key, validate_key_part``.
+
 Every key that one script or MULTI touches carries the same ``{tag}``, so each
 atomic step stays in one Redis Cluster slot. User-supplied parts (user, guild,
 chat and queue names) go through ``validate_key_part`` first, so no input can
@@ -7,7 +9,6 @@ reach another component's keys or a SCAN pattern.
 """
 
 import re
-import unicodedata
 from collections.abc import Iterator
 from functools import cache
 
@@ -16,50 +17,27 @@ from redis.crc import key_slot
 from redis.typing import KeyT
 
 from .conf import app_settings
-from .exceptions import InvalidKeyPart
+from .connection import Client
+from .validation import FORBIDDEN_KEY_CATEGORIES, FORBIDDEN_KEY_CHARACTERS, check_key_part
 
-# Key syntax (separator, hash-tag braces) and glob characters used by SCAN MATCH.
-FORBIDDEN_CHARACTERS = frozenset(":{}*?[]\\")
-# Unicode categories refused: controls, format, surrogates, private use,
-# unassigned, line and paragraph separators.
-FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+__all__ = [
+    "FORBIDDEN_CATEGORIES",
+    "FORBIDDEN_CHARACTERS",
+    "component_pattern",
+    "make_key",
+    "scan_keys",
+    "scan_step",
+    "slot_of",
+    "validate_key_part",
+]
+
 _COMPONENT_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
-
-def validate_key_part(value: object, kind: str = "name") -> str:
-    """Return ``value`` in NFC form if it may be used inside a key, else raise.
-
-    ``kind`` names the value in the error ("user", "guild", "chat", ...).
-    Raise TypeError for a non-string and InvalidKeyPart (a ValueError) for an
-    empty or over-long value, key-syntax or glob characters (``: { } * ? [ ] \\``),
-    control characters, whitespace other than an inner space.
-    """
-    if not isinstance(value, str):
-        raise TypeError(f"{kind} must be a string, got {type(value).__name__}")
-    limit = app_settings.MAX_KEY_PART_LENGTH
-    if len(value) > limit:
-        raise InvalidKeyPart(kind, value, f"longer than {limit} characters")
-    if (
-        value.isascii()
-        and value.isprintable()  # no control character
-        and value == value.strip(" ")
-        and value
-        and FORBIDDEN_CHARACTERS.isdisjoint(value)
-    ):
-        return value  # the common case, without the per-character Unicode checks below
-    text = unicodedata.normalize("NFC", value)
-    if not text:
-        raise InvalidKeyPart(kind, value, "must not be empty")
-    if text != text.strip(" "):
-        raise InvalidKeyPart(kind, value, "must not start or end with a space")
-    for char in text:
-        if char in FORBIDDEN_CHARACTERS:
-            raise InvalidKeyPart(kind, value, f"the character {char!r} is not allowed")
-        category = unicodedata.category(char)
-        if category in FORBIDDEN_CATEGORIES or (char.isspace() and char != " "):
-            name = unicodedata.name(char, f"U+{ord(char):04X}")
-            raise InvalidKeyPart(kind, value, f"control or whitespace character {name}")
-    return text
+# The checks of user-supplied key parts live in validation.py; these names stay
+# importable from here, where callers have always found them.
+FORBIDDEN_CHARACTERS = FORBIDDEN_KEY_CHARACTERS
+FORBIDDEN_CATEGORIES = FORBIDDEN_KEY_CATEGORIES
+validate_key_part = check_key_part
 
 
 @cache
@@ -92,7 +70,7 @@ def component_pattern(component: str) -> str:
     return f"{app_settings.KEY_PREFIX}:{component}:*"
 
 
-def scan_keys(client, pattern: str, count: int = 500) -> Iterator[bytes]:
+def scan_keys(client: Client, pattern: str, count: int = 500) -> Iterator[bytes]:
     """Yield the keys matching ``pattern`` with SCAN (never KEYS).
 
     On a Redis Cluster client, redis-py scans every primary.
@@ -100,7 +78,7 @@ def scan_keys(client, pattern: str, count: int = 500) -> Iterator[bytes]:
     yield from client.scan_iter(match=pattern, count=count)
 
 
-def scan_step(client, cursor: int, pattern: str, count: int) -> tuple[int, list[bytes]]:
+def scan_step(client: Client, cursor: int, pattern: str, count: int) -> tuple[int, list[bytes]]:
     """One SCAN call from ``cursor``: return the next cursor (0 when the walk is over) and keys.
 
     On a Redis Cluster client the walk visits the primaries one after the other,

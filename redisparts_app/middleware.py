@@ -1,5 +1,7 @@
 """Request middleware of the app; add what you use to ``MIDDLEWARE``, in this order::
 
+Import: ``from redisparts_app.middleware import PresenceMiddleware``.
+
     MIDDLEWARE = [
         ...,  # after AuthenticationMiddleware
         "redisparts_app.middleware.RedisUnavailableMiddleware",
@@ -17,12 +19,15 @@
 
 import logging
 import time
+from collections.abc import Callable
 
 import redis
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.template.response import TemplateResponse
 
 from .conf import app_settings
-from .exceptions import InvalidKeyPart, InvalidStatistic
+from .exceptions import InvalidArgument
 from .services.config import maintenance_status
 from .services.presence import DEFAULT_DEVICE, record_activity
 from .services.stats import record_access_time, stats_context
@@ -47,13 +52,15 @@ class RedisUnavailableMiddleware:
     ``Retry-After`` header; other errors pass through untouched.
     """
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         return self.get_response(request)
 
-    def process_exception(self, request, exception):
+    def process_exception(
+        self, request: HttpRequest, exception: Exception
+    ) -> HttpResponseBase | None:
         if not isinstance(exception, redis.ConnectionError | redis.TimeoutError):
             return None
         logger.warning(
@@ -73,10 +80,10 @@ class PresenceMiddleware:
     recorded, and with Redis unreachable the request goes on (logged at WARNING).
     """
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated:
             self.record(user.get_username(), getattr(request.session, "session_key", None))
@@ -85,7 +92,7 @@ class PresenceMiddleware:
     def record(self, username: str, session_key: str | None) -> None:
         try:
             record_activity(username, session_key or DEFAULT_DEVICE)
-        except InvalidKeyPart as exc:
+        except InvalidArgument as exc:
             logger.debug("presence not recorded: %s", exc)
         except redis.RedisError as exc:
             logger.warning("presence of %s not recorded: %s", username, exc)
@@ -103,10 +110,10 @@ class MaintenanceMiddleware:
     read, and a view that needs Redis answers the 503 of RedisUnavailableMiddleware.
     """
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if not request.path.startswith(tuple(app_settings.MAINTENANCE_EXEMPT_PATHS)):
             try:
                 status = maintenance_status()
@@ -144,10 +151,10 @@ class ResponseTimeMiddleware:
     # Seconds from an arbitrary origin; a subclass may swap it (tests step it by hand).
     timer = staticmethod(time.perf_counter)
 
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
         start = self.timer()
         response = self.get_response(request)
         elapsed = self.timer() - start
@@ -159,7 +166,7 @@ class ResponseTimeMiddleware:
     def record(self, view: str, seconds: float) -> None:
         try:
             record_access_time(stats_context(view), seconds)
-        except InvalidStatistic as exc:
+        except InvalidArgument as exc:
             stats_logger.debug("response time not recorded: %s", exc)
         except redis.RedisError as exc:
             stats_logger.warning("response time of %s not recorded: %s", view, exc)

@@ -7,7 +7,7 @@ from django.core.management import CommandError, call_command
 from django.test import override_settings
 
 from redisparts_app.connection import get_redis
-from redisparts_app.exceptions import InvalidCounter
+from redisparts_app.exceptions import InvalidArgument
 from redisparts_app.keys import slot_of
 from redisparts_app.services.counters import (
     clean_counters,
@@ -98,13 +98,13 @@ def test_keys_share_a_slot_per_counter_expire_and_are_indexed(redis_client):
 
 def test_bad_input_is_refused_before_any_write(redis_client):
     for name in ["", "a:b", "{a}", "a*", "x" * 300, "tab\there", 42]:
-        with pytest.raises(InvalidCounter):
+        with pytest.raises(InvalidArgument):
             update_counter(name)
     for count in [1.5, "1", True, None, 2**60]:
-        with pytest.raises(InvalidCounter, match="count"):
+        with pytest.raises(InvalidArgument, match="count"):
             update_counter("hits", count)
     for precision in [2, 0, -1, "60", 60.0]:
-        with pytest.raises(InvalidCounter, match="precision"):
+        with pytest.raises(InvalidArgument, match="precision"):
             get_counter("hits", precision)
     assert redis_client.dbsize() == 0
 

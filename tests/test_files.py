@@ -18,8 +18,7 @@ from redisparts_app.exceptions import (
     CorruptFile,
     DistributionTimeout,
     FileTooLarge,
-    InvalidKeyPart,
-    InvalidMessage,
+    InvalidArgument,
     NotChatMember,
 )
 from redisparts_app.keys import scan_keys
@@ -328,11 +327,11 @@ def test_uploader_bad_input_writes_nothing(tmp_path, redis_client):
         copy_logs_to_redis(tmp_path, "c", processors=1, limit=100)
     with pytest.raises(NotADirectoryError):
         copy_logs_to_redis(tmp_path / "missing", "c", processors=1, limit=100)
-    with pytest.raises(InvalidMessage, match="processors"):
+    with pytest.raises(InvalidArgument, match="processors"):
         copy_logs_to_redis(tmp_path, "c", processors=0, limit=1000)
-    with pytest.raises(InvalidMessage, match="limit"):
+    with pytest.raises(InvalidArgument, match="limit"):
         copy_logs_to_redis(tmp_path, "c", processors=1, limit=-5)
-    with pytest.raises(InvalidKeyPart):
+    with pytest.raises(InvalidArgument):
         copy_logs_to_redis(tmp_path, "a:{b}", processors=1, limit=1000)
     assert redis_client.dbsize() == 0
 

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from redisparts_app.connection import get_redis
-from redisparts_app.exceptions import GeoIPImportError, InvalidIPAddress
+from redisparts_app.exceptions import GeoIPImportError, InvalidArgument
 from redisparts_app.keys import component_pattern, scan_keys
 from redisparts_app.services import geoip
 from redisparts_app.services.geoip import City, find_city, import_geoip, ip_to_score
@@ -94,7 +94,7 @@ def test_lookup_before_any_import_gives_none():
     "value", ["", "1.2.3", "1.2.3.4.5", "256.1.1.1", "a.b.c.d", "1.2.3.-4", "::1", "01.2.3.4"]
 )
 def test_malformed_address_raises_a_clear_error(value):
-    with pytest.raises(InvalidIPAddress, match="invalid IPv4 address") as info:
+    with pytest.raises(InvalidArgument, match="invalid IPv4 address") as info:
         find_city(value)
     assert isinstance(info.value, ValueError)
 

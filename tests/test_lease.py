@@ -4,9 +4,10 @@ import threading
 import pytest
 
 from redisparts_app.connection import slot_client
-from redisparts_app.exceptions import InvalidDuration, RedisPartsError
-from redisparts_app.services.lease import Lease, validate_seconds
+from redisparts_app.exceptions import InvalidArgument, RedisPartsError
+from redisparts_app.services.lease import Lease
 from redisparts_app.testing import wait_until
+from redisparts_app.validation import check_seconds
 from tests.counting import CountingRedis, counting_like
 
 pytestmark = pytest.mark.cluster
@@ -138,25 +139,25 @@ def test_a_held_lease_cannot_be_acquired_twice(redis_client):
     ],
 )
 def test_bad_durations_are_refused(value, allow_zero):
-    with pytest.raises(InvalidDuration) as caught:
-        validate_seconds(value, "ttl", allow_zero=allow_zero)
+    with pytest.raises(InvalidArgument) as caught:
+        check_seconds(value, "ttl", allow_zero=allow_zero)
     assert isinstance(caught.value, ValueError)
     assert isinstance(caught.value, RedisPartsError)
     assert "ttl" in str(caught.value)
 
 
 def test_good_durations_are_seconds():
-    assert validate_seconds(2, "ttl") == 2.0
-    assert validate_seconds(0, "timeout", allow_zero=True) == 0.0
-    assert validate_seconds(0.25, "ttl") == 0.25
+    assert check_seconds(2, "ttl") == 2.0
+    assert check_seconds(0, "timeout", allow_zero=True) == 0.0
+    assert check_seconds(0.25, "ttl") == 0.25
 
 
 def test_bad_ttl_is_refused_before_any_redis_call(redis_url):
     counting = CountingRedis.from_url(redis_url)
-    with pytest.raises(InvalidDuration):
+    with pytest.raises(InvalidArgument):
         Lease(KEY, -1, client=counting)
     lease = Lease(KEY, 1.0, client=counting)
-    with pytest.raises(InvalidDuration):
+    with pytest.raises(InvalidArgument):
         lease.acquire(timeout=-1)
     assert counting.commands == []
 

@@ -6,7 +6,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 from django.utils.log import configure_logging
 
-from redisparts_app.exceptions import InvalidLogEntry
+from redisparts_app.exceptions import InvalidArgument
 from redisparts_app.keys import make_key, scan_keys, slot_of
 from redisparts_app.services import logs
 from redisparts_app.services.logs import RedisLogHandler, common, log_common, log_recent, recent
@@ -50,7 +50,7 @@ def test_severities_are_normalized():
     assert logs.normalize_severity(" WARN ") == "warning"
     assert logs.normalize_severity("fatal") == "critical"
     for bad in ("loud", "", True, None, 1.5):
-        with pytest.raises(InvalidLogEntry, match="severity"):
+        with pytest.raises(InvalidArgument, match="severity"):
             logs.normalize_severity(bad)
 
 
@@ -127,13 +127,13 @@ def test_long_messages_are_cut_and_bad_input_writes_nothing(redis_client):
     assert entry.message.endswith("…")
     redis_client.flushdb()
     for name in ["", "a:b", "a{b}", "a*", "x" * 500, None]:
-        with pytest.raises(InvalidLogEntry):
+        with pytest.raises(InvalidArgument):
             log_common(name, "message")
-    with pytest.raises(InvalidLogEntry, match="message must be a string"):
+    with pytest.raises(InvalidArgument, match="invalid message: must be a string"):
         log_common("app", b"bytes")
-    with pytest.raises(InvalidLogEntry, match="severity"):
+    with pytest.raises(InvalidArgument, match="severity"):
         log_recent("app", "message", "loud")
-    with pytest.raises(InvalidLogEntry, match="limit"):
+    with pytest.raises(InvalidArgument, match="limit"):
         recent("app", limit=0)
     misconfigured = override_settings(REDISPARTS={"LOG_RECENT_LIMIT": 0})
     with misconfigured, pytest.raises(ImproperlyConfigured, match="LOG_RECENT_LIMIT"):
@@ -228,5 +228,5 @@ def test_handler_does_not_recurse_when_redis_py_logs(redis_client, redis_url):
 
 
 def test_handler_refuses_a_bad_log_name():
-    with pytest.raises(InvalidLogEntry, match="log name"):
+    with pytest.raises(InvalidArgument, match="log name"):
         RedisLogHandler(name="bad:name")

@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from redisparts_app import keys
 from redisparts_app.exceptions import (
     BackupError,
-    InvalidKeyPart,
+    InvalidArgument,
     LogProgressConflict,
     ReplicationTimeout,
 )
@@ -167,7 +167,7 @@ def test_two_processors_of_one_name_cannot_both_commit(redis_client, tmp_path):
 
 
 def test_bad_processor_arguments_are_refused(redis_client):
-    with pytest.raises(InvalidKeyPart):
+    with pytest.raises(InvalidArgument):
         LogProcessor("a:b", count_line)
     with pytest.raises(ValueError, match="batch_size"):
         LogProcessor(NAME, count_line, batch_size=0)

@@ -69,14 +69,14 @@ def test_any_subject_gets_one_key_of_fixed_shape(subject, redis_client):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("Login", 1, 60), "scope must be a lower-case identifier"),
-        (("a:b", 1, 60), "scope must be a lower-case identifier"),
-        (("login", 0, 60), "limit must be a positive integer"),
-        (("login", 1.5, 60), "limit must be a positive integer"),
-        (("login", True, 60), "limit must be a positive integer"),
-        (("login", 1, 0), "window must be from"),
-        (("login", 1, float("nan")), "window must be from"),
-        (("login", 1, 10**9), "window must be from"),
+        (("Login", 1, 60), "scope .*: must be a lower-case identifier"),
+        (("a:b", 1, 60), "scope .*: must be a lower-case identifier"),
+        (("login", 0, 60), "invalid rate limit .*: must be an integer of at least 1"),
+        (("login", 1.5, 60), "invalid rate limit .*: must be an integer of at least 1"),
+        (("login", True, 60), "invalid rate limit .*: must be an integer of at least 1"),
+        (("login", 1, 0), "invalid rate limit window"),
+        (("login", 1, float("nan")), "invalid rate limit window"),
+        (("login", 1, 10**9), "invalid rate limit window"),
     ],
 )
 def test_bad_limits_are_refused_before_redis(args, message, redis_client):
@@ -85,5 +85,5 @@ def test_bad_limits_are_refused_before_redis(args, message, redis_client):
 
 
 def test_non_string_subject_is_a_type_error(redis_client):
-    with pytest.raises(TypeError, match="subject must be a string"):
+    with pytest.raises(TypeError, match=r"invalid rate limit subject 42: must be a string"):
         RateLimit("login", 1, 60).hit(42)

@@ -2,7 +2,7 @@ import itertools
 
 import pytest
 
-from redisparts_app.exceptions import InvalidKeyPart
+from redisparts_app.exceptions import InvalidArgument
 from redisparts_app.keys import scan_keys
 from redisparts_app.services import sessions
 from redisparts_app.services.sessions import update_token, update_token_pipelined
@@ -92,7 +92,7 @@ def test_both_variants_send_the_same_six_commands(redis_client):
     [("", "u", None), ("a:b", "u", None), ("t", "", None), ("t", "u", "x{y}"), ("t", "u", "")],
 )
 def test_bad_input_raises_before_anything_is_written(redis_client, update, token, user, item):
-    with pytest.raises(InvalidKeyPart):
+    with pytest.raises(InvalidArgument):
         update(token, user, item)
     assert redis_client.dbsize() == 0
 

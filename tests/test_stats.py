@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from redisparts_app.connection import get_redis
-from redisparts_app.exceptions import InvalidStatistic
+from redisparts_app.exceptions import InvalidArgument
 from redisparts_app.keys import scan_keys, slot_of
 from redisparts_app.middleware import ResponseTimeMiddleware
 from redisparts_app.services.counters import (
@@ -124,15 +124,15 @@ def test_concurrent_updates_across_the_hour_lose_nothing(redis_client):
 
 def test_bad_input_is_refused_before_any_write(redis_client):
     for value in (math.nan, math.inf, -math.inf, 1e101, True, "3", None):
-        with pytest.raises(InvalidStatistic, match="value"):
+        with pytest.raises(InvalidArgument, match="value"):
             update_stats("shop", "amount", value)
     for context, kind in (("", "a"), ("a:b", "a"), ("a", "{b}"), ("a", "b*"), (1, "a")):
-        with pytest.raises(InvalidStatistic):
+        with pytest.raises(InvalidArgument):
             update_stats(context, kind, 1)
     for seconds in (-0.1, "1", None):
-        with pytest.raises(InvalidStatistic, match="seconds"):
+        with pytest.raises(InvalidArgument, match="seconds"):
             record_access_time("home", seconds)
-    with pytest.raises(InvalidStatistic, match="limit"):
+    with pytest.raises(InvalidArgument, match="limit"):
         slowest_views(0)
     assert redis_client.dbsize() == 0
 
@@ -176,7 +176,7 @@ def test_access_time_as_context_manager_and_decorator(redis_client):
     assert stats.count == 4
     assert stats.max == 4
     assert 6.5 <= stats.sum < 7.5
-    with pytest.raises(InvalidStatistic):
+    with pytest.raises(InvalidArgument):
         access_time("bad:view").__enter__()
 
 

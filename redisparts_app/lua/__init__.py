@@ -1,5 +1,7 @@
 """Lua scripts, one ``<name>.lua`` file each beside this module.
 
+Import: ``from redisparts_app import lua``.
+
 Each file starts with a header naming its ``KEYS[]`` and ``ARGV[]`` slots and
 what it returns. Scripts touch only keys passed in ``KEYS`` (all with one hash
 tag), so they run unchanged on a Redis Cluster.
@@ -12,13 +14,15 @@ or a failover), loads it with SCRIPT LOAD and sends EVALSHA again.
 """
 
 import hashlib
+from collections.abc import Iterable, Sequence
 from functools import cache
 from importlib.resources import files
+from typing import Any
 
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
-from ..connection import is_pipeline
+from ..connection import Client, is_pipeline
 
 __all__ = ["LuaScript", "script", "source"]
 
@@ -40,12 +44,17 @@ def _sha(name: str) -> str:
 class LuaScript(Script):
     """redis-py's Script for a Lua source, with a SHA computed once by the caller."""
 
-    def __init__(self, client, text: str, sha: str | None = None) -> None:
-        self.registered_client = client
+    def __init__(self, client: Client, text: str, sha: str | None = None) -> None:
+        self.registered_client: Client = client
         self.script = text
         self.sha = sha or hashlib.sha1(text.encode("utf-8"), usedforsecurity=False).hexdigest()
 
-    def __call__(self, keys=(), args=(), client=None):
+    def __call__(
+        self,
+        keys: Sequence[Any] | None = (),
+        args: Iterable[Any] | None = (),
+        client: Client | None = None,
+    ) -> Any:
         """Run the script on ``client`` (default: the registered one) and return its reply.
 
         On a client, EVALSHA goes straight to ``execute_command``: redis-py's
@@ -57,6 +66,7 @@ class LuaScript(Script):
         client = self.registered_client if client is None else client
         if is_pipeline(client):
             return super().__call__(keys, args, client)
+        keys, args = keys or (), args or ()
         try:
             return client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
         except NoScriptError:
@@ -64,7 +74,7 @@ class LuaScript(Script):
             return client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
 
 
-def script(client, name: str) -> Script:
+def script(client: Client, name: str) -> LuaScript:
     """Return ``<name>.lua`` registered on ``client`` (a client, cluster client or pipeline).
 
     What ``client.register_script(source(name))`` gives, built without encoding and

@@ -1,5 +1,7 @@
 """Who may read the operations endpoints (metrics and health, ``urls.py``).
 
+Import: ``from redisparts_app.monitoring.access import monitoring_only``.
+
 An active staff user with the ``redisparts_app.view_redisparts`` permission (the
 admin's, which superusers have), or a request carrying ``Authorization: Bearer
 <REDISPARTS["METRICS_TOKEN"]>``. With no token configured only staff sessions get in.
@@ -16,6 +18,13 @@ from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
 
 from ..conf import app_settings
 
+__all__ = [
+    "PERMISSION",
+    "denied",
+    "may_monitor",
+    "monitoring_only",
+]
+
 PERMISSION = "redisparts_app.view_redisparts"
 DENIED = (
     "403 Forbidden: sign in as staff with the view_redisparts permission, or send "
@@ -23,7 +32,7 @@ DENIED = (
 )
 
 
-def has_token(request: HttpRequest) -> bool:
+def _has_token(request: HttpRequest) -> bool:
     """Whether the request carries the configured bearer token (never, if none is set)."""
     token = app_settings.METRICS_TOKEN
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
@@ -35,7 +44,7 @@ def has_token(request: HttpRequest) -> bool:
 
 def may_monitor(request: HttpRequest) -> bool:
     """Whether the request may read the operations endpoints (see the module docstring)."""
-    if has_token(request):
+    if _has_token(request):
         return True
     user = getattr(request, "user", None)
     return bool(user is not None and user.is_active and user.is_staff and user.has_perm(PERMISSION))

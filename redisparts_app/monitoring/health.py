@@ -1,5 +1,7 @@
 """Health checks of the components for django-health-check (the ``monitoring`` extra).
 
+Import: ``from redisparts_app.monitoring.health import HealthView, redisparts_checks``.
+
 Optional: nothing else in the app imports this module, so the app works without
 django-health-check installed. The checks (figures and messages come from
 ``services.health``):
@@ -29,14 +31,27 @@ import redis
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
+from django.http import HttpRequest
+from django.http.response import HttpResponseBase
 from django.utils.decorators import method_decorator
 
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import Client, get_redis
 from ..exceptions import ConnectionNotConfigured
 from ..services import figures
 from ..services.persistence import node_statuses
 from . import access
+
+__all__ = [
+    "ComponentCheck",
+    "ExpiredLeases",
+    "HealthView",
+    "LocksWithoutTTL",
+    "QueueBacklog",
+    "RedisReachable",
+    "ReplicationLag",
+    "redisparts_checks",
+]
 
 try:
     from health_check.base import HealthCheck
@@ -86,7 +101,7 @@ class ComponentCheck(HealthCheck):
         if problems:
             raise ServiceUnavailable("; ".join(problems))
 
-    def problems(self, client: Any) -> list[str]:
+    def problems(self, client: Client) -> list[str]:
         raise NotImplementedError
 
 
@@ -94,7 +109,7 @@ class ComponentCheck(HealthCheck):
 class QueueBacklog(ComponentCheck):
     """No queue's next task has waited more than REDISPARTS["HEALTH_QUEUE_MAX_AGE"] seconds."""
 
-    def problems(self, client: Any) -> list[str]:
+    def problems(self, client: Client) -> list[str]:
         groups = figures.queue_figures(client=client)
         return figures.backlog_problems(groups, float(app_settings.HEALTH_QUEUE_MAX_AGE))
 
@@ -103,7 +118,7 @@ class QueueBacklog(ComponentCheck):
 class ExpiredLeases(ComponentCheck):
     """No in-flight task is more than REDISPARTS["HEALTH_LEASE_GRACE"] seconds past its lease."""
 
-    def problems(self, client: Any) -> list[str]:
+    def problems(self, client: Client) -> list[str]:
         groups = figures.queue_figures(client=client)
         return figures.lease_problems(groups, float(app_settings.HEALTH_LEASE_GRACE))
 
@@ -112,7 +127,7 @@ class ExpiredLeases(ComponentCheck):
 class LocksWithoutTTL(ComponentCheck):
     """No lock's owner key lacks a TTL."""
 
-    def problems(self, client: Any) -> list[str]:
+    def problems(self, client: Client) -> list[str]:
         return figures.lock_problems(figures.lock_figures(client=client))
 
 
@@ -120,7 +135,7 @@ class LocksWithoutTTL(ComponentCheck):
 class ReplicationLag(ComponentCheck):
     """Every replica is online and recent (REDISPARTS["HEALTH_REPLICATION_MAX_LAG..."])."""
 
-    def problems(self, client: Any) -> list[str]:
+    def problems(self, client: Client) -> list[str]:
         return figures.replication_problems(
             node_statuses(client=client),
             float(app_settings.HEALTH_REPLICATION_MAX_LAG),
@@ -152,12 +167,12 @@ class HealthView(HealthCheckView):
     extra_checks: tuple = ()
 
     @method_decorator(transaction.non_atomic_requests)
-    async def dispatch(self, request, *args, **kwargs):
+    async def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         # The session and user live in the database: read them outside the event loop.
         if not await sync_to_async(access.may_monitor)(request):
             return access.denied()
         return await super().dispatch(request, *args, **kwargs)
 
-    def get_checks(self):
+    def get_checks(self) -> Any:
         self.checks = [*redisparts_checks(), *self.extra_checks]
         return super().get_checks()

@@ -1,5 +1,7 @@
 """Prometheus metrics of the components, read from Redis at scrape time (``monitoring`` extra).
 
+Import: ``from redisparts_app.monitoring.metrics import RedispartsCollector, metrics_view``.
+
 ``RedispartsCollector`` is a prometheus_client collector: every ``collect()`` reads the
 figures afresh (``services.health``), so nothing is kept between scrapes and every web
 process answers the same. ``metrics_view`` serves it in the text format (OpenMetrics when
@@ -23,7 +25,8 @@ the scrape itself succeeds and alerts can fire on it.
 """
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import redis
 from django.core.exceptions import ImproperlyConfigured
@@ -31,9 +34,14 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import Client, get_redis
 from ..services import figures
 from .access import monitoring_only
+
+__all__ = [
+    "RedispartsCollector",
+    "metrics_view",
+]
 
 try:
     from prometheus_client.core import GaugeMetricFamily, Metric
@@ -47,7 +55,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 logger = logging.getLogger("redisparts")
 
 
-def _gauge(name: str, documentation: str, labels: Iterable[str], rows) -> GaugeMetricFamily:
+def _gauge(
+    name: str, documentation: str, labels: Iterable[str], rows: Iterable[Sequence[Any]]
+) -> GaugeMetricFamily:
     family = GaugeMetricFamily(name, documentation, labels=list(labels))
     for *values, value in rows:
         family.add_metric([str(v) for v in values], value)
@@ -80,11 +90,11 @@ class RedispartsCollector:
             return
         yield from families
 
-    def _figures(self, client) -> Iterator[Metric]:
+    def _figures(self, client: Client) -> Iterator[Metric]:
         names = figures.inventory(client=client)
         # The default group too, like the admin: its zeros before its first task.
-        groups = names["queue"] | {str(app_settings.QUEUE_GROUP)}
-        groups = figures.queue_figures(groups=groups, client=client)
+        group_names = names["queue"] | {str(app_settings.QUEUE_GROUP)}
+        groups = figures.queue_figures(groups=group_names, client=client)
         queues = [(g.group, q.name, q) for g in groups for q in g.queues]
         yield _gauge(
             "redisparts_queue_ready_tasks",

@@ -1,5 +1,7 @@
 """Operations endpoints (the ``monitoring`` extra): ``include("redisparts_app.monitoring.urls")``.
 
+Use: ``path("ops/", include("redisparts_app.monitoring.urls"))`` in a URLconf.
+
 - ``metrics`` Prometheus metrics (``metrics.py``)
 - ``health/`` django-health-check's page over the components' checks (``health.py``)
 

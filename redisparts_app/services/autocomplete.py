@@ -1,5 +1,7 @@
 """Autocomplete: a user's recent contacts and a guild's address book.
 
+Import: ``from redisparts_app.services.autocomplete import AddressBook, RecentContacts``.
+
 Recent contacts (``RecentContacts``) are a per-user list, most recent first,
 capped at ``REDISPARTS["AUTOCOMPLETE_RECENT_MAX"]`` (100). ``add`` moves a
 contact to the front and counts the pick in one Lua script; the prefix filter
@@ -49,15 +51,27 @@ import time
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterable
-from typing import Any
 
-from redis import Redis
 from redis.exceptions import WatchError
 
 from .. import keys, lua
 from ..conf import app_settings
-from ..connection import get_redis, on_slot
-from ..exceptions import CompletionConflict, InvalidCompletionArgument, InvalidContactName
+from ..connection import Client, on_slot, resolve_client
+from ..exceptions import CompletionConflict, InvalidArgument, InvalidArgumentType
+from ..validation import check_choice, check_count, check_page_size
+
+__all__ = [
+    "METHODS",
+    "AddressBook",
+    "RecentContacts",
+    "fold",
+    "matches",
+    "suggest",
+    "validate_limit",
+    "validate_name",
+    "validate_prefix",
+    "word_starts",
+]
 
 COMPONENT = "ac"
 METHODS = ("lex", "book")
@@ -108,25 +122,25 @@ def matches(name: str, query: str) -> bool:
 def validate_name(value: object, kind: str = "name") -> str:
     """Return ``value`` in NFC form if it is a usable contact or member name, else raise.
 
-    Raise TypeError for a non-string and InvalidContactName (a ValueError) for an
+    Raise InvalidArgument (a ValueError; also a TypeError for a non-string) for an
     empty or over-long name (``AUTOCOMPLETE_NAME_MAX_LENGTH`` characters), one
     starting or ending with a space, control or other invisible characters, or a
     name with nothing to match on once folded.
     """
     text = _checked_text(value, kind)
     if not text:
-        raise InvalidContactName(kind, value, "must not be empty")
+        raise InvalidArgument(kind, value, "must not be empty")
     if text != text.strip(" "):
-        raise InvalidContactName(kind, value, "must not start or end with a space")
+        raise InvalidArgument(kind, value, "must not start or end with a space")
     if not word_starts(fold(text)):
-        raise InvalidContactName(kind, value, "has no letters, digits or symbols to match on")
+        raise InvalidArgument(kind, value, "has no letters, digits or symbols to match on")
     return text
 
 
 def validate_prefix(value: object) -> str:
     """Return the folded query for a typed prefix ("" matches every name).
 
-    Raise TypeError for a non-string and InvalidContactName for an over-long
+    Raise InvalidArgument (also a TypeError for a non-string) for an over-long
     prefix or one with control characters.
     """
     return fold(_checked_text(value, "prefix")).lstrip(" ")
@@ -134,20 +148,15 @@ def validate_prefix(value: object) -> str:
 
 def validate_limit(value: object, default: int) -> int:
     """Return ``value`` (or ``default`` when None) if it is an int from 1 to 1000."""
-    limit = default if value is None else value
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise InvalidCompletionArgument(f"limit must be an integer, got {limit!r}")
-    if not 1 <= limit <= _MAX_LIMIT:
-        raise InvalidCompletionArgument(f"limit must be between 1 and {_MAX_LIMIT}, got {limit}")
-    return limit
+    return check_page_size(value, "limit", maximum=_MAX_LIMIT, default=default)
 
 
 def _checked_text(value: object, kind: str) -> str:
     if not isinstance(value, str):
-        raise TypeError(f"{kind} must be a string, got {type(value).__name__}")
+        raise InvalidArgumentType(kind, value, f"must be a string, got {type(value).__name__}")
     limit = app_settings.AUTOCOMPLETE_NAME_MAX_LENGTH
     if len(value) > limit:
-        raise InvalidContactName(kind, value, f"longer than {limit} characters")
+        raise InvalidArgument(kind, value, f"longer than {limit} characters; shorten it")
     if value.isascii() and value.isprintable():
         return value  # NFC already, and no control or invisible character
     text = unicodedata.normalize("NFC", value)
@@ -156,13 +165,8 @@ def _checked_text(value: object, kind: str) -> str:
         invisible = category == "Cf" and char not in _NAME_ALLOWED_FORMAT
         if category in _NAME_FORBIDDEN_CATEGORIES or invisible or (char.isspace() and char != " "):
             name = unicodedata.name(char, f"U+{ord(char):04X}")
-            raise InvalidContactName(kind, value, f"control or invisible character {name}")
+            raise InvalidArgument(kind, value, f"control or invisible character {name}")
     return text
-
-
-def _client(client: Any) -> Redis:
-    # not `client or ...`: an empty pipeline is falsy
-    return client if client is not None else get_redis()
 
 
 def _decode(names: Iterable[bytes]) -> list[str]:
@@ -176,13 +180,14 @@ class RecentContacts:
     ``max_size`` defaults to ``REDISPARTS["AUTOCOMPLETE_RECENT_MAX"]``.
     """
 
-    def __init__(self, user: str, *, client: Any = None, max_size: int | None = None) -> None:
+    def __init__(
+        self, user: str, *, client: Client | None = None, max_size: int | None = None
+    ) -> None:
         self.user = keys.validate_key_part(user, "user")
         size = app_settings.AUTOCOMPLETE_RECENT_MAX if max_size is None else max_size
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise InvalidCompletionArgument(f"max_size must be a positive integer, got {size!r}")
+        check_count(size, "max_size")
         self.max_size = size
-        self.client = _client(client)
+        self.client = resolve_client(client)
         self.recent_key = keys.make_key(COMPONENT, self.user, "recent")
         self.picks_key = keys.make_key(COMPONENT, self.user, "picks")
 
@@ -253,21 +258,15 @@ class AddressBook:
         guild: str,
         *,
         method: str | None = None,
-        client: Any = None,
+        client: Client | None = None,
         max_attempts: int = 100,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.guild = keys.validate_key_part(guild, "guild")
         self.method = app_settings.AUTOCOMPLETE_METHOD if method is None else method
-        if self.method not in METHODS:
-            raise InvalidCompletionArgument(
-                f"method must be one of {', '.join(METHODS)}, got {self.method!r}"
-            )
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-            raise InvalidCompletionArgument(
-                f"max_attempts must be a positive integer, got {max_attempts!r}"
-            )
-        self.client = _client(client)
+        check_choice(self.method, "method", METHODS)
+        check_count(max_attempts, "max_attempts")
+        self.client = resolve_client(client)
         self.max_attempts = max_attempts
         self.clock = clock
         self.index_key = keys.make_key(COMPONENT, self.guild, "members")
@@ -447,8 +446,8 @@ def _distinct_names(members: list[bytes], limit: int) -> list[str]:
             return names[:limit]
         return list(dict.fromkeys(names))[:limit]  # keeps first places
     # A sentinel leaves "\0<token>" after its first NUL, and no name starts with NUL.
-    names = dict.fromkeys([m.partition(b"\x00")[2] for m in members])
-    return [name.decode() for name in names if name[:1] != b"\x00"][:limit]
+    found = dict.fromkeys([m.partition(b"\x00")[2] for m in members])
+    return [name.decode() for name in found if name[:1] != b"\x00"][:limit]
 
 
 def _page(limit: int) -> int:
@@ -463,7 +462,7 @@ def suggest(
     limit: int | None = None,
     *,
     method: str | None = None,
-    client: Any = None,
+    client: Client | None = None,
 ) -> list[str]:
     """Return up to ``limit`` names for ``user`` typing ``prefix`` to a ``guild`` member.
 

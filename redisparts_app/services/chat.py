@@ -1,5 +1,7 @@
 """Group chat pulled by its members: create, send, fetch pending, join, leave.
 
+Import: ``from redisparts_app.services.chat import create_chat, send_message``.
+
 Keys of one chat share the chat's hash tag, so every step on a chat is one Lua
 script in one Cluster slot; a user's list of chats has the user's tag::
 
@@ -39,16 +41,34 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from redis import Redis
 from redis.exceptions import NoScriptError
 
 from .. import lua
-from ..conf import app_settings
-from ..connection import by_node, by_slot, get_redis, on_slot
-from ..exceptions import ChatExists, ChatNotFound, InvalidMessage, NotChatMember
+from ..conf import app_settings, positive_int_setting
+from ..connection import Client, by_node, by_slot, on_slot, resolve_client
+from ..exceptions import ChatExists, ChatNotFound, InvalidArgumentType, NotChatMember
 from ..keys import make_key, validate_key_part
+from ..validation import check_count
 from .mail import validate_message_id, validate_text
+
+__all__ = [
+    "ChatMessage",
+    "chat_keys",
+    "chat_members",
+    "create_chat",
+    "fetch_chat_messages",
+    "fetch_pending_messages",
+    "join_chat",
+    "leave_chat",
+    "read_history",
+    "read_messages",
+    "seen_key",
+    "send_message",
+    "unread_counts",
+    "user_chats",
+]
 
 COMPONENT = "chat"
 NOT_MEMBER, NO_CHAT = -1, -2
@@ -70,7 +90,7 @@ def chat_keys(chat_id: str) -> dict[str, str]:
 def _read_keys(*chat_ids: str) -> list[str]:
     # The members and messages keys of each chat, which the fetch and read scripts
     # take; built alone because a fetch across many chats builds them for every chat.
-    keys = []
+    keys: list[str] = []
     for chat_id in chat_ids:
         base = make_key(COMPONENT, chat_id)
         keys += (f"{base}:members", f"{base}:msgs")
@@ -88,7 +108,7 @@ def create_chat(
     message: str,
     *,
     chat_id: str | None = None,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> str:
     """Create a chat of ``sender`` and ``recipients`` with a first message; return its id.
@@ -97,10 +117,12 @@ def create_chat(
     Without ``chat_id`` a new numeric id is taken from a counter; an id in use
     raises ChatExists.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     sender = validate_key_part(sender, "sender")
     if isinstance(recipients, str):
-        raise TypeError("recipients must be a collection of user names, not one string")
+        raise InvalidArgumentType(
+            "recipients", recipients, "must be a collection of user names, not one string"
+        )
     members = sorted({sender, *(validate_key_part(r, "recipient") for r in recipients)})
     encoded = _encode(sender, message, clock)
     if chat_id is None:
@@ -125,11 +147,11 @@ def send_message(
     sender: str,
     text: str,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> int:
     """Post ``text`` in a chat as ``sender`` (a member); return the message id."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     sender = validate_key_part(sender, "sender")
     encoded = _encode(sender, text, clock)
@@ -142,7 +164,7 @@ def send_message(
 
 
 def fetch_pending_messages(
-    user: str, *, client: Redis | None = None
+    user: str, *, client: Client | None = None
 ) -> list[tuple[str, list[ChatMessage]]]:
     """Take ``user``'s pending messages of every chat they belong to.
 
@@ -150,7 +172,7 @@ def fetch_pending_messages(
     id order. Atomic per chat (on a single server, across the chats too); see the
     module docstring for the round trips.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     user = validate_key_part(user, "user")
     key = seen_key(user)
     chats = [chat.decode() for chat in client.zrange(key, 0, -1)]
@@ -178,10 +200,10 @@ def fetch_pending_messages(
 
 
 def fetch_chat_messages(
-    chat_id: str, user: str, *, client: Redis | None = None
+    chat_id: str, user: str, *, client: Client | None = None
 ) -> list[ChatMessage]:
     """Take ``user``'s pending messages of one chat (one script, one round trip)."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
     keys = chat_keys(chat_id)
@@ -193,14 +215,14 @@ def fetch_chat_messages(
 
 
 def read_history(
-    chat_id: str, user: str, count: int = 20, *, client: Redis | None = None
+    chat_id: str, user: str, count: int = 20, *, client: Client | None = None
 ) -> list[ChatMessage]:
     """Return up to ``count`` messages ``user`` has already fetched, oldest first.
 
     Only messages some member has not fetched yet are still held, so history is
     short in a chat whose members all keep up.
     """
-    count = _positive(count, "count")
+    count = check_count(count, "count")
     reply = _read(client, chat_id, user, "history", 0, count)
     return _decode(reply[:0:-1])
 
@@ -211,20 +233,20 @@ def read_messages(
     after: int = 0,
     limit: int | None = None,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
 ) -> list[ChatMessage]:
     """Return the messages after id ``after`` still held, oldest first, without
     moving ``user``'s position (to resume a display from a message id)."""
     if after != 0:
         after = validate_message_id(after)
-    limit = _fetch_limit() if limit is None else _positive(limit, "limit")
+    limit = _fetch_limit() if limit is None else check_count(limit, "limit")
     reply = _read(client, chat_id, user, "after", after, limit)
     return _decode(reply[1:])
 
 
-def unread_counts(user: str, *, client: Redis | None = None) -> dict[str, int]:
+def unread_counts(user: str, *, client: Client | None = None) -> dict[str, int]:
     """Return the number of pending messages per chat of ``user`` (two round trips)."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     user = validate_key_part(user, "user")
     chats = [chat.decode() for chat in client.zrange(seen_key(user), 0, -1)]
     replies = _pipelined_script(
@@ -237,12 +259,12 @@ def unread_counts(user: str, *, client: Redis | None = None) -> dict[str, int]:
     }
 
 
-def join_chat(chat_id: str, user: str, *, client: Redis | None = None) -> int:
+def join_chat(chat_id: str, user: str, *, client: Client | None = None) -> int:
     """Add ``user`` to a chat at its latest message; return that message id.
 
     The user receives the messages sent after joining. Joining again changes nothing.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
     keys = chat_keys(chat_id)
@@ -252,12 +274,12 @@ def join_chat(chat_id: str, user: str, *, client: Redis | None = None) -> int:
     return int(position)
 
 
-def leave_chat(chat_id: str, user: str, *, client: Redis | None = None) -> int:
+def leave_chat(chat_id: str, user: str, *, client: Client | None = None) -> int:
     """Remove ``user`` from a chat; return the members left.
 
     The last member out deletes the chat's keys (0 is returned).
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
     keys = chat_keys(chat_id)
@@ -269,9 +291,9 @@ def leave_chat(chat_id: str, user: str, *, client: Redis | None = None) -> int:
     return int(left)
 
 
-def chat_members(chat_id: str, *, client: Redis | None = None) -> dict[str, int]:
+def chat_members(chat_id: str, *, client: Client | None = None) -> dict[str, int]:
     """Return the members of a chat with the id of the last message each fetched."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     members = client.zrange(chat_keys(chat_id)["members"], 0, -1, withscores=True)
     if not members:
@@ -279,9 +301,9 @@ def chat_members(chat_id: str, *, client: Redis | None = None) -> dict[str, int]
     return {member.decode(): int(score) for member, score in members}
 
 
-def user_chats(user: str, *, client: Redis | None = None) -> list[str]:
+def user_chats(user: str, *, client: Client | None = None) -> list[str]:
     """Return the ids of the chats ``user`` belongs to."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     user = validate_key_part(user, "user")
     return [chat.decode() for chat in client.zrange(seen_key(user), 0, -1)]
 
@@ -317,13 +339,7 @@ def _message(fields: dict) -> ChatMessage:
 
 
 def _fetch_limit() -> int:
-    return _positive(app_settings.CHAT_FETCH_LIMIT, "CHAT_FETCH_LIMIT")
-
-
-def _positive(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidMessage(name, f"must be an int >= 1, got {value!r}")
-    return value
+    return positive_int_setting("CHAT_FETCH_LIMIT")
 
 
 def _raise_for(code: int, chat_id: str, user: str) -> None:
@@ -333,8 +349,10 @@ def _raise_for(code: int, chat_id: str, user: str) -> None:
         raise NotChatMember(chat_id, user)
 
 
-def _read(client, chat_id, user, mode, after, limit) -> list:
-    client = client if client is not None else get_redis()
+def _read(
+    client: Client | None, chat_id: str, user: str, mode: str, after: int, limit: int
+) -> list[Any]:
+    client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
     keys = chat_keys(chat_id)
@@ -345,7 +363,7 @@ def _read(client, chat_id, user, mode, after, limit) -> list:
     return reply
 
 
-def _pipelined_script(client, name: str, calls: list[tuple[list[str], list]]) -> list:
+def _pipelined_script(client: Client, name: str, calls: list[tuple[list[str], list]]) -> list:
     """Run one script per (keys, args) in one non-transactional pipeline per node.
 
     One round trip on a single server; on a Redis Cluster one per primary holding
@@ -363,7 +381,9 @@ def _pipelined_script(client, name: str, calls: list[tuple[list[str], list]]) ->
     return replies
 
 
-def _pipeline_scripts(server, name: str, calls: list[tuple[list[str], list]]) -> list:
+def _pipeline_scripts(
+    server: Client, name: str, calls: list[tuple[list[str], list[Any]]]
+) -> list[Any]:
     script = lua.script(server, name)
     if len(calls) == 1:  # a pipeline of one call only costs more
         [(keys, args)] = calls

@@ -1,5 +1,7 @@
 """Configuration and service discovery through Redis, with a per-process cache.
 
+Import: ``from redisparts_app.services.config import get_config, set_config, set_maintenance``.
+
 - Maintenance flag: ``set_maintenance()`` / ``clear_maintenance()``;
   ``is_under_maintenance()`` and ``maintenance_status()`` read Redis at most
   once per ``MAINTENANCE_CHECK_INTERVAL`` (1 s) per process and answer from
@@ -45,9 +47,26 @@ from urllib.parse import urlsplit
 from redis import Redis
 
 from ..conf import app_settings
-from ..connection import get_redis
-from ..exceptions import ComponentConnectionError, InvalidConfig
+from ..connection import Client, resolve_client
+from ..exceptions import ComponentConnectionError, InvalidArgument, InvalidArgumentType
 from ..keys import make_key, validate_key_part
+from ..validation import check_count, check_seconds
+
+__all__ = [
+    "Maintenance",
+    "clear_local_cache",
+    "clear_maintenance",
+    "component_client",
+    "config_key",
+    "delete_config",
+    "get_config",
+    "is_under_maintenance",
+    "maintenance_key",
+    "maintenance_status",
+    "redis_connection",
+    "set_config",
+    "set_maintenance",
+]
 
 # Seconds between two reads of the maintenance flag in one process.
 MAINTENANCE_CHECK_INTERVAL = 1.0
@@ -118,9 +137,11 @@ def _forget(key: str) -> None:
 # -- maintenance flag ------------------------------------------------------------------------
 
 
-def maintenance_status(*, client=None, clock: Clock = time.monotonic) -> Maintenance | None:
+def maintenance_status(
+    *, client: Client | None = None, clock: Clock = time.monotonic
+) -> Maintenance | None:
     """Return the current Maintenance, or None; Redis is read at most once a second."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
 
     def read() -> Maintenance | None:
         raw = client.get(maintenance_key())
@@ -135,7 +156,7 @@ def maintenance_status(*, client=None, clock: Clock = time.monotonic) -> Mainten
     return _cached(maintenance_key(), MAINTENANCE_CHECK_INTERVAL, clock, read)
 
 
-def is_under_maintenance(*, client=None, clock: Clock = time.monotonic) -> bool:
+def is_under_maintenance(*, client: Client | None = None, clock: Clock = time.monotonic) -> bool:
     """Return True while the maintenance flag is set (read at most once a second)."""
     return maintenance_status(client=client, clock=clock) is not None
 
@@ -144,28 +165,30 @@ def set_maintenance(
     *,
     retry_after: int | None = None,
     message: str = "",
-    client=None,
+    client: Client | None = None,
     clock: Clock = time.time,
 ) -> Maintenance:
     """Set the flag; ``retry_after`` seconds (default MAINTENANCE_RETRY_AFTER) go to clients."""
     if retry_after is None:
         retry_after = app_settings.MAINTENANCE_RETRY_AFTER
-    if isinstance(retry_after, bool) or not isinstance(retry_after, int) or retry_after < 1:
-        raise InvalidConfig(
-            f"retry_after must be a positive whole number of seconds, got {retry_after!r}"
-        )
+    check_count(retry_after, "retry_after (whole seconds)")
     if not isinstance(message, str) or len(message) > MAX_MESSAGE_LENGTH:
-        raise InvalidConfig(f"message must be a string of at most {MAX_MESSAGE_LENGTH} characters")
+        raise InvalidArgument(
+            "message",
+            message,
+            f"must be a string of at most {MAX_MESSAGE_LENGTH} characters",
+            show_value=False,
+        )
     status = Maintenance(since=clock(), retry_after=retry_after, message=message)
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     client.set(maintenance_key(), json.dumps(status.__dict__))
     _forget(maintenance_key())
     return status
 
 
-def clear_maintenance(*, client=None) -> bool:
+def clear_maintenance(*, client: Client | None = None) -> bool:
     """Clear the flag; return whether it was set."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     removed = client.delete(maintenance_key())
     _forget(maintenance_key())
     return bool(removed)
@@ -174,59 +197,73 @@ def clear_maintenance(*, client=None) -> bool:
 # -- JSON configuration ----------------------------------------------------------------------
 
 
-def encode_config(config: Any) -> str:
-    """Return ``config`` as compact JSON; raise InvalidConfig if it is not a storable dict."""
+def _encode_config(config: Any) -> str:
+    """Return ``config`` as compact JSON; raise InvalidArgument if it is not a storable dict."""
     if not isinstance(config, dict):
-        raise InvalidConfig(f"configuration must be a dict, got {type(config).__name__}")
+        raise InvalidArgumentType(
+            "configuration", config, f"must be a dict, got {type(config).__name__}"
+        )
     if not all(isinstance(key, str) for key in config):
-        raise InvalidConfig("configuration keys must be strings")
+        raise InvalidArgument("configuration", config, "its keys must be strings")
     try:
         text = json.dumps(config, sort_keys=True, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise InvalidConfig(f"configuration is not JSON-serialisable: {exc}") from None
+        raise InvalidArgument(
+            "configuration", config, f"must be JSON-serialisable ({exc})"
+        ) from None
     limit = app_settings.CONFIG_MAX_BYTES
     size = len(text.encode())
     if size > limit:
-        raise InvalidConfig(f"configuration is {size} bytes of JSON; the limit is {limit}")
+        raise InvalidArgument(
+            "configuration",
+            config,
+            f"is {size} bytes of JSON; the limit is {limit} (REDISPARTS['CONFIG_MAX_BYTES'])",
+        )
     return text
 
 
-def set_config(kind: str, name: str, config: dict[str, Any], *, client=None) -> None:
+def set_config(
+    kind: str, name: str, config: dict[str, Any], *, client: Client | None = None
+) -> None:
     """Store the configuration of component ``name`` of type ``kind`` (e.g. "redis", "logs").
 
-    Raise InvalidConfig (a ValueError) before writing anything for a value that
+    Raise InvalidArgument (a ValueError) before writing anything for a value that
     is not a JSON-serialisable dict with string keys or is over the size limit.
     """
     key = config_key(kind, name)
-    text = encode_config(config)
+    text = _encode_config(config)
     if kind == "redis":
         _client_arguments(config)
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     client.set(key, text)
     _forget(key)
 
 
-def delete_config(kind: str, name: str, *, client=None) -> bool:
+def delete_config(kind: str, name: str, *, client: Client | None = None) -> bool:
     """Remove a stored configuration; return whether there was one."""
     key = config_key(kind, name)
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     removed = client.delete(key)
     _forget(key)
     return bool(removed)
 
 
 def get_config(
-    kind: str, name: str, wait: float = 1.0, *, client=None, clock: Clock = time.monotonic
+    kind: str,
+    name: str,
+    wait: float = 1.0,
+    *,
+    client: Client | None = None,
+    clock: Clock = time.monotonic,
 ) -> dict[str, Any]:
     """Return the configuration of ``kind``/``name`` ({} when none is stored).
 
     Redis is read at most once per ``wait`` seconds per process; in between the
     answer is a copy of the cached value, so callers may change what they get.
     """
-    if wait < 0:
-        raise ValueError(f"wait must not be negative, got {wait}")
+    check_seconds(wait, "wait", allow_zero=True, whole_ms=False)
     key = config_key(kind, name)
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
 
     def read() -> dict[str, Any]:
         raw = client.get(key)
@@ -235,9 +272,15 @@ def get_config(
         try:
             value = json.loads(raw)
         except ValueError:
-            raise InvalidConfig(f"stored configuration {key} is not valid JSON") from None
+            raise InvalidArgument(
+                "stored configuration", key, "is not valid JSON; store it again with set_config()"
+            ) from None
         if not isinstance(value, dict):
-            raise InvalidConfig(f"stored configuration {key} is not a JSON object")
+            raise InvalidArgument(
+                "stored configuration",
+                key,
+                "is not a JSON object; store it again with set_config()",
+            )
         return value
 
     return copy.deepcopy(_cached(key, wait, clock, read))
@@ -251,15 +294,23 @@ def _client_arguments(config: dict[str, Any]) -> tuple[str | None, dict[str, Any
     options = dict(config)
     url = options.pop("url", None)
     if url is not None and (not isinstance(url, str) or urlsplit(url).scheme not in URL_SCHEMES):
-        raise InvalidConfig(f"url must start with redis://, rediss:// or unix://, got {url!r}")
+        raise InvalidArgument("url", url, "must start with redis://, rediss:// or unix://")
     unknown = sorted(set(options) - CLIENT_ARGUMENTS)
     if unknown:
-        raise InvalidConfig(f"unknown redis-py client arguments: {', '.join(unknown)}")
+        raise InvalidArgument(
+            "redis configuration",
+            unknown,
+            "unknown redis-py client arguments; use the keyword arguments of redis.Redis()",
+        )
     return url, options
 
 
 def component_client(
-    component: str, wait: float = 1.0, *, client=None, clock: Clock = time.monotonic
+    component: str,
+    wait: float = 1.0,
+    *,
+    client: Client | None = None,
+    clock: Clock = time.monotonic,
 ) -> Redis:
     """Return the client for ``component`` as configured under type "redis".
 
@@ -271,7 +322,7 @@ def component_client(
     """
     config = get_config("redis", component, wait, client=client, clock=clock)
     if not config:
-        return client if client is not None else get_redis()
+        return resolve_client(client)
     key = config_key("redis", component)
     fingerprint = json.dumps(config, sort_keys=True)
     with _lock:
@@ -281,7 +332,7 @@ def component_client(
     try:
         url, options = _client_arguments(config)
         built = Redis.from_url(url, **options) if url else Redis(**options)
-    except (InvalidConfig, TypeError, ValueError) as exc:
+    except (TypeError, ValueError) as exc:
         raise ComponentConnectionError(
             f"Redis configuration of component {component!r} is unusable: {exc}"
         ) from exc

@@ -1,5 +1,7 @@
 """Event counters at several precisions, and the cleaner that bounds them.
 
+Import: ``from redisparts_app.services.counters import update_counter, get_counter``.
+
 ``update_counter("hits")`` adds to one bucket per precision in
 ``REDISPARTS["COUNTER_PRECISIONS"]`` (seconds: 1, 5, 60, 300, 3600, 18000, 86400); a
 bucket is named by its start, ``int(now // precision) * precision`` in epoch seconds.
@@ -33,15 +35,27 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
-from redis import Redis
 from redis.client import Pipeline
 from redis.cluster import ClusterPipeline, RedisCluster
 
 from .. import lua
 from ..conf import app_settings, positive_int_setting
-from ..connection import get_redis
-from ..exceptions import InvalidCounter, InvalidKeyPart
-from ..keys import make_key, validate_key_part
+from ..connection import Client, resolve_client
+from ..keys import make_key
+from ..validation import check_choice, check_int, check_key_part
+
+__all__ = [
+    "CleanReport",
+    "clean_counters",
+    "counter_key",
+    "get_counter",
+    "index_key",
+    "index_size",
+    "known_counters",
+    "precisions",
+    "sample_count",
+    "update_counter",
+]
 
 # Beyond 2**53 counts lose integer precision in JSON and JavaScript charts.
 MAX_COUNT = 2**53
@@ -80,7 +94,7 @@ def update_counter(
     name: str,
     count: int = 1,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> None:
     """Add ``count`` (may be negative) to the current bucket of every precision of ``name``.
@@ -90,9 +104,8 @@ def update_counter(
     ``client``, the commands are queued on it and the caller executes them.
     """
     name = _validate_name(name)
-    if isinstance(count, bool) or not isinstance(count, int) or abs(count) > MAX_COUNT:
-        raise InvalidCounter(f"count must be an integer of at most 2**53, got {count!r}")
-    client = client if client is not None else get_redis()
+    check_int(count, "count", minimum=-MAX_COUNT, maximum=MAX_COUNT)
+    client = resolve_client(client)
     now = clock()
     samples = sample_count()
     queued = isinstance(client, Pipeline | ClusterPipeline)
@@ -112,25 +125,20 @@ def update_counter(
         pipe.execute()
 
 
-def get_counter(name: str, precision: int, *, client: Redis | None = None) -> list[tuple[int, int]]:
+def get_counter(
+    name: str, precision: int, *, client: Client | None = None
+) -> list[tuple[int, int]]:
     """Return the ``(bucket start, count)`` samples of ``name`` at ``precision``, oldest first."""
     name = _validate_name(name)
-    if (
-        isinstance(precision, bool)
-        or not isinstance(precision, int)
-        or (precision not in precisions())
-    ):
-        raise InvalidCounter(
-            f"precision must be one of {precisions()} (seconds), got {precision!r}"
-        )
-    client = client if client is not None else get_redis()
+    check_choice(check_int(precision, "precision"), "precision (seconds)", precisions())
+    client = resolve_client(client)
     data = client.hgetall(counter_key(name, precision))
     return sorted((int(start), int(value)) for start, value in data.items())
 
 
-def known_counters(*, client: Redis | None = None) -> dict[str, list[int]]:
+def known_counters(*, client: Client | None = None) -> dict[str, list[int]]:
     """Return the indexed counters: name -> precisions (seconds), both sorted."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     found: dict[str, list[int]] = {}
     for member, _score in client.zscan_iter(index_key(), count=500):
         parsed = _parse_member(member)
@@ -141,7 +149,7 @@ def known_counters(*, client: Redis | None = None) -> dict[str, list[int]]:
 
 def clean_counters(
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
     pass_number: int = 0,
     interval: float = 60.0,
@@ -154,7 +162,7 @@ def clean_counters(
     ``interval`` seconds does not rescan daily counters every minute. ``progress`` is
     called with 1 after each index entry.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     samples = sample_count()
     trim = lua.script(client, "counter_trim")
     report = CleanReport()
@@ -179,9 +187,9 @@ def clean_counters(
     return report
 
 
-def index_size(*, client: Redis | None = None) -> int:
+def index_size(*, client: Client | None = None) -> int:
     """Return the number of index entries (counter hashes known to the cleaner)."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     return int(client.zcard(index_key()))
 
 
@@ -195,7 +203,7 @@ def index_key() -> str:
     return make_key("counters", "index", "known")
 
 
-def _forget(client: Redis, index: str, member: bytes, key: str, precision: int) -> int:
+def _forget(client: Client, index: str, member: bytes, key: str, precision: int) -> int:
     """Remove an empty counter from the index unless a write arrived; return 1 if removed."""
     client.zrem(index, member)
     # A write that reached the hash before this look is re-indexed here; a later one
@@ -218,7 +226,4 @@ def _parse_member(member: bytes) -> tuple[int, str] | None:
 
 
 def _validate_name(name: str) -> str:
-    try:
-        return validate_key_part(name, "counter name")
-    except (InvalidKeyPart, TypeError) as exc:
-        raise InvalidCounter(str(exc)) from exc
+    return check_key_part(name, "counter name")

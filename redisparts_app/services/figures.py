@@ -1,5 +1,7 @@
 """Operational figures and health problems of the components, read from Redis.
 
+Import: ``from redisparts_app.services.figures import inventory, queue_figures``.
+
 Figures are what the admin's queue page, the Prometheus collector (``metrics.py``) and the
 django-health-check checks (``health.py``) show; problems are the sentences a failing
 health check reports. Nothing here writes, and nothing needs django-health-check or
@@ -27,20 +29,42 @@ when choosing a scrape or probe interval.
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..checks import probe
 from ..conf import app_settings
-from ..connection import get_redis, slot_client
+from ..connection import Client, resolve_client, slot_client
 from ..keys import make_key, scan_keys
 from . import counters, listings
 from .persistence import node_statuses
 from .tasks import TaskQueue, queue_groups
 
+__all__ = [
+    "GroupFigures",
+    "LockFigures",
+    "QueueFigures",
+    "ReplicaLag",
+    "SemaphoreFigures",
+    "backlog_problems",
+    "chat_figures",
+    "counter_figures",
+    "group_figures",
+    "inventory",
+    "lease_problems",
+    "lock_figures",
+    "lock_problems",
+    "queue_figures",
+    "replica_lags",
+    "replication_problems",
+    "semaphore_figures",
+    "unreachable",
+]
+
 # Keys read per pipeline when a walk found many names.
 BATCH = 200
+_T = TypeVar("_T")
 # Names a problem sentence lists before "and N more".
 SHOWN = 5
 # What a full walk looks for: component -> roles of the key that names one item.
@@ -110,13 +134,15 @@ class ReplicaLag:
 # -- names ------------------------------------------------------------------------------
 
 
-def inventory(components: Iterable[str] = INVENTORY, *, client: Any = None) -> dict[str, set[str]]:
+def inventory(
+    components: Iterable[str] = INVENTORY, *, client: Client | None = None
+) -> dict[str, set[str]]:
     """Return the names (hash tags) of the queue groups, locks, semaphores and chats in Redis.
 
     One SCAN walk: over one component's keys when one is asked for, else over every key
     of the prefix, sorted into components.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     wanted = list(components)
     patterns = {name: listings.tag_pattern(name, *INVENTORY[name]) for name in wanted}
     walk = patterns[wanted[0]][0] if len(wanted) == 1 else f"{app_settings.KEY_PREFIX}:*"
@@ -134,7 +160,7 @@ def inventory(components: Iterable[str] = INVENTORY, *, client: Any = None) -> d
 # -- queues -----------------------------------------------------------------------------
 
 
-def group_figures(group: str, *, client: Any = None) -> GroupFigures:
+def group_figures(group: str, *, client: Client | None = None) -> GroupFigures:
     """Return the figures of one queue group, read on the server holding the group."""
     queue = TaskQueue(group, client=client)
     # Every key of a group shares its hash tag: one server, plain pipelines.
@@ -185,9 +211,11 @@ def _waited(body: bytes | None, now: float) -> float | None:
     return max(0.0, now - since) if since is not None else None
 
 
-def queue_figures(*, groups: Iterable[str] | None = None, client: Any = None) -> list[GroupFigures]:
+def queue_figures(
+    *, groups: Iterable[str] | None = None, client: Client | None = None
+) -> list[GroupFigures]:
     """Return the figures of ``groups`` (default: every group with queues), sorted by name."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     if groups is None:
         groups = queue_groups(client=client, with_default=True)
     return [group_figures(group, client=client) for group in sorted(groups)]
@@ -219,9 +247,11 @@ def lease_problems(groups: Iterable[GroupFigures], grace: float) -> list[str]:
 # -- locks, semaphores, chats, counters -------------------------------------------------
 
 
-def lock_figures(names: Iterable[str] | None = None, *, client: Any = None) -> LockFigures:
+def lock_figures(
+    names: Iterable[str] | None = None, *, client: Client | None = None
+) -> LockFigures:
     """Return the held locks among ``names`` (default: every lock found by a SCAN)."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     if names is None:
         names = inventory(["lock"], client=client)["lock"]
     names = sorted(names)
@@ -242,13 +272,15 @@ def lock_problems(figures: LockFigures) -> list[str]:
     ]
 
 
-def semaphore_figures(names: Iterable[str], *, client: Any = None) -> list[SemaphoreFigures]:
+def semaphore_figures(
+    names: Iterable[str], *, client: Client | None = None
+) -> list[SemaphoreFigures]:
     """Return live permits (deadline after now, on this host's clock) and recorded limits."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     names = sorted(names)
     now_ms = time.time() * 1000
 
-    def read(pipe, name):
+    def read(pipe: Client, name: str) -> None:
         pipe.zcount(make_key("semaphore", name, "holders"), f"({now_ms}", "+inf")
         pipe.hget(make_key("semaphore", name, "info"), "limit")
 
@@ -259,17 +291,17 @@ def semaphore_figures(names: Iterable[str], *, client: Any = None) -> list[Semap
     ]
 
 
-def chat_figures(chats: Iterable[str], *, client: Any = None) -> tuple[int, int]:
+def chat_figures(chats: Iterable[str], *, client: Client | None = None) -> tuple[int, int]:
     """Return (chats, messages held): a chat keeps a message until every member fetched it."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     chats = sorted(chats)
     held = _pipelined(client, chats, lambda pipe, chat: pipe.zcard(make_key("chat", chat, "msgs")))
     return len(chats), sum(int(count) for count in held)
 
 
-def counter_figures(*, client: Any = None) -> list[tuple[str, int, int]]:
+def counter_figures(*, client: Client | None = None) -> list[tuple[str, int, int]]:
     """Return (counter, precision, count of its last complete bucket) per indexed counter."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     pairs = [
         (name, precision)
         for name, found in counters.known_counters(client=client).items()
@@ -277,7 +309,7 @@ def counter_figures(*, client: Any = None) -> list[tuple[str, int, int]]:
     ]
     now = time.time()
 
-    def read(pipe, pair):
+    def read(pipe: Client, pair: tuple[str, int]) -> None:
         name, precision = pair
         last = int(now // precision) * precision - precision
         pipe.hget(counters.counter_key(name, precision), last)
@@ -292,7 +324,7 @@ def counter_figures(*, client: Any = None) -> list[tuple[str, int, int]]:
 # -- replication and reachability -------------------------------------------------------
 
 
-def replica_lags(*, client: Any = None) -> list[ReplicaLag]:
+def replica_lags(*, client: Client | None = None) -> list[ReplicaLag]:
     """Return every replica of every master behind ``client`` (each node of a cluster)."""
     return [
         ReplicaLag(
@@ -359,9 +391,11 @@ def unreachable(alias: str) -> str | None:
 # -- helpers ----------------------------------------------------------------------------
 
 
-def _pipelined(client: Any, items: list, queue_reads) -> list:
+def _pipelined(
+    client: Client, items: Sequence[_T], queue_reads: Callable[[Client, _T], object]
+) -> list[Any]:
     """Run ``queue_reads(pipe, item)`` for every item, ``BATCH`` items per pipeline."""
-    replies: list = []
+    replies: list[Any] = []
     for start in range(0, len(items), BATCH):
         pipe = client.pipeline(transaction=False)
         for item in items[start : start + BATCH]:

@@ -1,5 +1,7 @@
 """File distribution through Redis: one uploader, N processors, bounded memory.
 
+Import: ``from redisparts_app.services.files import copy_logs_to_redis, process_logs_from_redis``.
+
 The uploader (``copy_logs_to_redis``) copies every file of a folder into
 Redis in chunk keys of at most ``FILES_CHUNK_SIZE`` bytes, computes its
 SHA-256, and announces it in a group chat named after the channel whose members
@@ -37,6 +39,7 @@ out, or for ever without one; the file keys expire after ``FILES_KEY_TTL`` secon
 anyway. Times are seconds.
 """
 
+import functools
 import hashlib
 import itertools
 import json
@@ -48,21 +51,32 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from redis import Redis
-
 from .. import lua
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import Client, resolve_client
 from ..exceptions import (
     ChatNotFound,
     CorruptFile,
     DistributionTimeout,
     FileDistributionError,
     FileTooLarge,
-    InvalidMessage,
 )
 from ..keys import component_pattern, make_key, scan_keys, validate_key_part
+from ..validation import check_count
 from .chat import chat_members, create_chat, fetch_chat_messages, leave_chat, send_message
+
+__all__ = [
+    "FileInfo",
+    "ProcessReport",
+    "UploadReport",
+    "copy_logs_to_redis",
+    "decompress",
+    "delete_channel",
+    "file_keys",
+    "gunzip",
+    "process_logs_from_redis",
+    "split_lines",
+]
 
 COMPONENT = "files"
 SOURCE = "source"
@@ -116,7 +130,7 @@ class ProcessReport:
     bytes: int = 0
 
 
-def processor_ids(count: int) -> list[str]:
+def _processor_ids(count: int) -> list[str]:
     """Return the chat member names of ``count`` processors: "0" … "count-1"."""
     return [str(n) for n in range(count)]
 
@@ -134,7 +148,7 @@ def copy_logs_to_redis(
     *,
     processors: int,
     limit: int,
-    client: Redis | None = None,
+    client: Client | None = None,
     chunk_size: int | None = None,
     poll_interval: float = 0.1,
     wait_timeout: float | None = None,
@@ -151,13 +165,13 @@ def copy_logs_to_redis(
     written; a channel in use raises ChatExists. A failure or an interruption
     (KeyboardInterrupt) after that deletes the channel's files and chat.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     channel = validate_key_part(channel, "channel")
-    processors = _count(processors, "processors", MAX_PROCESSORS)
-    limit = _count(limit, "limit")
-    chunk_size = _count(chunk_size or app_settings.FILES_CHUNK_SIZE, "chunk size")
+    processors = check_count(processors, "processors", maximum=MAX_PROCESSORS)
+    limit = check_count(limit, "limit")
+    chunk_size = check_count(chunk_size or app_settings.FILES_CHUNK_SIZE, "chunk size")
     files = _list_files(Path(folder), limit)
-    create_chat(SOURCE, processor_ids(processors), START, chat_id=channel, client=client)
+    create_chat(SOURCE, _processor_ids(processors), START, chat_id=channel, client=client)
     report = UploadReport()
     held: deque[tuple[str, int]] = deque()  # (done key, bytes) of files still in Redis
 
@@ -176,7 +190,7 @@ def copy_logs_to_redis(
 
     try:
         for number, (path, size) in enumerate(files, start=1):
-            wait_until(lambda size=size: sum(s for _, s in held) + size <= limit)
+            wait_until(functools.partial(_fits, held, size, limit))
             info = _upload(client, channel, number, path, size, chunk_size, processors, progress)
             done_key, _ = file_keys(channel, number, 0)
             held.append((done_key, info.size))
@@ -201,7 +215,7 @@ def process_logs_from_redis(
     callback: Callable[[bytes], object],
     flush: Callable[[str], object] | None = None,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     block_size: int | None = None,
     poll_interval: float = 0.1,
     wait_timeout: float | None = None,
@@ -216,10 +230,10 @@ def process_logs_from_redis(
     read. Raise NotChatMember for an id that is not one of the channel's
     processors and CorruptFile for a file whose bytes do not check out.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     channel = validate_key_part(channel, "channel")
     processor_id = validate_key_part(processor_id, "processor id")
-    block_size = _count(block_size or app_settings.FILES_BLOCK_SIZE, "block size")
+    block_size = check_count(block_size or app_settings.FILES_BLOCK_SIZE, "block size")
     report = ProcessReport()
     started = clock()
     joined = False
@@ -246,7 +260,7 @@ def process_logs_from_redis(
                 return report
             info = FileInfo.decode(message.text)
             done_key, chunk_keys = file_keys(channel, info.number, info.chunks)
-            blocks = read_blocks(client, info, chunk_keys, block_size)
+            blocks = _read_blocks(client, info, chunk_keys, block_size)
             for line in split_lines(decompress(_counted(blocks, report, progress), info.name)):
                 callback(line)
                 report.lines += 1
@@ -258,8 +272,8 @@ def process_logs_from_redis(
             sleep(poll_interval)
 
 
-def read_blocks(
-    client: Redis, info: FileInfo, chunk_keys: list[str], block_size: int
+def _read_blocks(
+    client: Client, info: FileInfo, chunk_keys: list[str], block_size: int
 ) -> Iterator[bytes]:
     """Yield a stored file's bytes in blocks of at most ``block_size`` (GETRANGE).
 
@@ -356,9 +370,9 @@ def split_lines(blocks: Iterable[bytes]) -> Iterator[bytes]:
         yield b"".join(partial)
 
 
-def delete_channel(channel: str, *, client: Redis | None = None) -> int:
+def delete_channel(channel: str, *, client: Client | None = None) -> int:
     """Delete a channel's files and chat (after an aborted upload); return keys deleted."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     channel = validate_key_part(channel, "channel")
     prefix = component_pattern(COMPONENT)[:-1]
     deleted = 0
@@ -389,7 +403,16 @@ def _list_files(folder: Path, limit: int) -> list[tuple[Path, int]]:
     return files
 
 
-def _upload(client, channel, number, path, size, chunk_size, processors, progress) -> FileInfo:
+def _upload(
+    client: Client,
+    channel: str,
+    number: int,
+    path: Path,
+    size: int,
+    chunk_size: int,
+    processors: int,
+    progress: Callable[[int], object] | None,
+) -> FileInfo:
     """Write one file's chunks and its done counter; return what to announce.
 
     Copy the ``size`` bytes the file had when listed, so a growing log cannot
@@ -412,7 +435,11 @@ def _upload(client, channel, number, path, size, chunk_size, processors, progres
     return FileInfo(number, path.name, size, chunk_size, digest.hexdigest(), processors)
 
 
-def _forget_finished(client, held: deque) -> bool:
+def _fits(held: deque[tuple[str, int]], size: int, limit: int) -> bool:
+    return sum(held_size for _, held_size in held) + size <= limit
+
+
+def _forget_finished(client: Client, held: deque[tuple[str, int]]) -> bool:
     """Drop from ``held`` the files whose keys the last processor deleted."""
     if not held:
         return False
@@ -425,17 +452,11 @@ def _forget_finished(client, held: deque) -> bool:
     return bool(finished)
 
 
-def _counted(blocks: Iterable[bytes], report: ProcessReport, progress) -> Iterator[bytes]:
+def _counted(
+    blocks: Iterable[bytes], report: ProcessReport, progress: Callable[[int], object] | None
+) -> Iterator[bytes]:
     for block in blocks:
         report.bytes += len(block)
         if progress is not None:
             progress(len(block))
         yield block
-
-
-def _count(value: object, name: str, most: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidMessage(name, f"must be an int >= 1, got {value!r}")
-    if most is not None and value > most:
-        raise InvalidMessage(name, f"must be at most {most}, got {value}")
-    return value

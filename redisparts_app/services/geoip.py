@@ -1,5 +1,7 @@
 """IP-to-city lookup: import GeoLite CSV files into Redis, find the city of an IPv4 address.
 
+Import: ``from redisparts_app.services.geoip import find_city, import_geoip``.
+
 Keys (one hash tag, so the swap at the end of an import is one MULTI on a Cluster too):
 
 - ``rp:geoip:{geoip}:blocks`` sorted set; one member per address block,
@@ -35,12 +37,24 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .. import lua
-from ..connection import get_redis, on_slot
-from ..exceptions import GeoIPImportError, InvalidIPAddress
+from ..connection import Client, on_slot, resolve_client
+from ..exceptions import GeoIPImportError, InvalidArgument, InvalidArgumentType
 from ..keys import make_key
+from ..validation import check_count
+
+if TYPE_CHECKING:
+    from _csv import _reader
+
+__all__ = [
+    "City",
+    "ImportReport",
+    "find_city",
+    "import_geoip",
+    "ip_to_score",
+]
 
 COMPONENT = "geoip"
 TAG = "geoip"
@@ -83,33 +97,33 @@ class ImportReport:
             self.problems.append(f"{path.name}:{line}: {reason}")
 
 
-def blocks_key() -> str:
+def _blocks_key() -> str:
     return make_key(COMPONENT, TAG, "blocks")
 
 
-def cities_key() -> str:
+def _cities_key() -> str:
     return make_key(COMPONENT, TAG, "cities")
 
 
 def ip_to_score(ip: str) -> int:
-    """Return a dotted-quad IPv4 address as an integer; raise InvalidIPAddress if malformed."""
+    """Return a dotted-quad IPv4 address as an integer; raise InvalidArgument if malformed."""
     if not isinstance(ip, str):
-        raise TypeError(f"IP address must be a string, got {type(ip).__name__}")
+        raise InvalidArgumentType("IPv4 address", ip, f"must be a string, got {type(ip).__name__}")
     try:
         return int(ipaddress.IPv4Address(ip.strip()))
     except ipaddress.AddressValueError as exc:
-        raise InvalidIPAddress(ip, str(exc)) from None
+        raise InvalidArgument("IPv4 address", ip, f"{exc}; give a dotted quad") from None
 
 
-def find_city(ip: str, *, client=None) -> City | None:
+def find_city(ip: str, *, client: Client | None = None) -> City | None:
     """Return the City of ``ip``, or None when no imported block holds it.
 
-    Raise InvalidIPAddress (a ValueError) for anything but a dotted-quad IPv4
+    Raise InvalidArgument (a ValueError) for anything but a dotted-quad IPv4
     address. A block whose city is missing from the locations file gives None.
     """
     score = ip_to_score(ip)
-    client = client if client is not None else get_redis()
-    found = lua.script(client, "geoip_find")(keys=[blocks_key(), cities_key()], args=[score])
+    client = resolve_client(client)
+    found = lua.script(client, "geoip_find")(keys=[_blocks_key(), _cities_key()], args=[score])
     if not found:
         return None
     member, city_json = found
@@ -124,7 +138,7 @@ def import_geoip(
     blocks_path: str | Path,
     locations_path: str | Path,
     *,
-    client=None,
+    client: Client | None = None,
     encoding: str = "utf-8",
     progress: Progress | None = None,
     batch_size: int = 1000,
@@ -136,13 +150,12 @@ def import_geoip(
     file and GeoIPImportError for an unknown layout or when no block or no city
     could be read; in every failure the previous data stays in place.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    check_count(batch_size, "batch_size")
     blocks_path, locations_path = Path(blocks_path), Path(locations_path)
     for path in (blocks_path, locations_path):
         if not path.is_file():
             raise FileNotFoundError(f"no such file: {path}")
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     import_id = uuid.uuid4().hex
     tmp_blocks = make_key(COMPONENT, TAG, "import", import_id, "blocks")
     tmp_cities = make_key(COMPONENT, TAG, "import", import_id, "cities")
@@ -159,12 +172,12 @@ def import_geoip(
                 f"nothing imported: {report.blocks} blocks, {report.cities} cities read "
                 f"({report.bad_rows} bad rows); the previous data is unchanged"
             )
-        with on_slot(client, blocks_key()) as server:
+        with on_slot(client, _blocks_key()) as server:
             pipe = server.pipeline(transaction=True)
-            pipe.rename(tmp_blocks, blocks_key())
-            pipe.rename(tmp_cities, cities_key())
-            pipe.persist(blocks_key())
-            pipe.persist(cities_key())
+            pipe.rename(tmp_blocks, _blocks_key())
+            pipe.rename(tmp_cities, _cities_key())
+            pipe.persist(_blocks_key())
+            pipe.persist(_cities_key())
             pipe.execute()
     except BaseException:
         # Ctrl-C included: the temporary keys go, the published ones were never touched.
@@ -173,7 +186,14 @@ def import_geoip(
     return report
 
 
-def _store(client, key: str, items: Iterator[Any], batch_size: int, progress, write) -> int:
+def _store(
+    client: Client,
+    key: str,
+    items: Iterator[Any],
+    batch_size: int,
+    progress: Callable[[int], object] | None,
+    write: Callable[[Client, str, list[Any]], None],
+) -> int:
     """Write ``items`` to ``key`` in pipelined batches; return how many were stored.
 
     ``items`` yields ``(rows_read, entry)``, entry None for a refused row, so the
@@ -206,15 +226,15 @@ def _store(client, key: str, items: Iterator[Any], batch_size: int, progress, wr
     return stored
 
 
-def _hset(pipe, key: str, batch: list[tuple[str, str]]) -> None:
+def _hset(pipe: Client, key: str, batch: list[tuple[str, str]]) -> None:
     pipe.hset(key, mapping=dict(batch))
 
 
-def _zadd(pipe, key: str, batch: list[tuple[str, int]]) -> None:
+def _zadd(pipe: Client, key: str, batch: list[tuple[str, int]]) -> None:
     pipe.zadd(key, dict(batch))
 
 
-def _header(reader, path: Path, layouts: dict[str, str]) -> str:
+def _header(reader: "_reader", path: Path, layouts: dict[str, str]) -> str:
     """Skip to the header row (legacy files open with a copyright line); return its layout."""
     for row in reader:
         if row and row[0].strip() in layouts:

@@ -1,5 +1,7 @@
 """Leases: exclusive, expiring ownership of one Redis key, with a heartbeat.
 
+Import: ``from redisparts_app.services.lease import Lease``.
+
 A lease is a key holding a random owner token (32 hex digits) with a TTL. Whoever
 set the key owns it until it expires or is released; only the owner can extend
 or release it, each checked and done atomically in Lua (compare-and-PEXPIRE,
@@ -51,8 +53,13 @@ from typing import Any
 import redis
 
 from .. import lua
-from ..connection import get_redis, is_pipeline, on_slot
-from ..exceptions import InvalidDuration
+from ..connection import Client, get_redis, is_pipeline, on_slot
+from ..exceptions import InvalidArgument
+from ..validation import check_int, check_seconds, to_ms
+
+__all__ = [
+    "Lease",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -66,27 +73,6 @@ UNREACHABLE = (
 # A wake-up signal only has to outlive the gap between a waiter's failed attempt
 # and its BLPOP; an older one would only cost a waiter one extra attempt.
 SIGNAL_TTL_MS = 2000
-# The longest TTL Redis accepts in one PX argument without overflow worries (~292 years).
-MAX_SECONDS = 2**53 / 1000
-
-
-def validate_seconds(value: Any, what: str, *, allow_zero: bool = False) -> float:
-    """Return ``value`` as float seconds, or raise InvalidDuration (a ValueError).
-
-    Refuse booleans, non-numbers, NaN, infinities, negatives, zero unless
-    ``allow_zero``, and positive values under one millisecond (Redis counts ms).
-    """
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidDuration(what, value, "must be a number of seconds")
-    seconds = float(value)
-    if not math.isfinite(seconds) or seconds > MAX_SECONDS:
-        raise InvalidDuration(what, value, "must be a finite number of seconds")
-    if seconds < 0 or (seconds == 0 and not allow_zero):
-        bound = "zero or more" if allow_zero else "more than zero"
-        raise InvalidDuration(what, value, f"must be {bound} seconds")
-    if 0 < seconds < 0.001:
-        raise InvalidDuration(what, value, "must be at least 0.001 seconds (1 ms)")
-    return seconds
 
 
 def validate_heartbeat(interval: float | None, ttl: float, max_renewals: int | None) -> float:
@@ -94,19 +80,19 @@ def validate_heartbeat(interval: float | None, ttl: float, max_renewals: int | N
 
     The interval must be shorter than ``ttl``; ``max_renewals`` None or a whole number >= 0.
     """
-    if max_renewals is not None and (
-        isinstance(max_renewals, bool) or not isinstance(max_renewals, int) or max_renewals < 0
-    ):
-        raise ValueError(f"max_renewals must be a whole number >= 0, got {max_renewals!r}")
+    if max_renewals is not None:
+        check_int(max_renewals, "max_renewals", minimum=0)
     if interval is None:
         return ttl / 3
-    interval = validate_seconds(interval, "heartbeat interval")
+    interval = check_seconds(interval, "heartbeat interval")
     if interval >= ttl:
-        raise InvalidDuration("heartbeat interval", interval, f"must be shorter than the ttl {ttl}")
+        raise InvalidArgument(
+            "heartbeat interval", interval, f"must be shorter than the ttl {ttl:g} seconds"
+        )
     return interval
 
 
-def immediate_client(client: Any) -> Any:
+def immediate_client(client: Client) -> Any:
     """Return ``client``, or get_redis() for None; refuse a pipeline with a TypeError.
 
     Leases and locks act on each reply at once (did the SET win?), which a
@@ -117,11 +103,6 @@ def immediate_client(client: Any) -> Any:
     if is_pipeline(client):
         raise TypeError("leases and locks need each reply at once: pass a client, not a pipeline")
     return client
-
-
-def to_ms(seconds: float) -> int:
-    """Return whole milliseconds for Redis, never rounding a positive duration down to 0."""
-    return max(1, round(seconds * 1000))
 
 
 class Lease:
@@ -138,7 +119,7 @@ class Lease:
         key: str,
         ttl: float,
         *,
-        client: redis.Redis | None = None,
+        client: Client | None = None,
         token: str | None = None,
         fence_key: str | None = None,
         signal_key: str | None = None,
@@ -146,7 +127,7 @@ class Lease:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.key = key
-        self.ttl = validate_seconds(ttl, "lease ttl")
+        self.ttl = check_seconds(ttl, "lease ttl")
         self.client = immediate_client(client)
         self.token = token or os.urandom(16).hex()  # 128 random bits, as hex
         self.fence_key = fence_key
@@ -195,7 +176,7 @@ class Lease:
         longer than the holder's remaining TTL and the remaining wait, so an
         abandoned lease is taken as soon as it expires, without busy polling.
         """
-        timeout = validate_seconds(timeout, "lease timeout", allow_zero=True)
+        timeout = check_seconds(timeout, "lease timeout", allow_zero=True)
         deadline = self.clock() + timeout
         while True:
             acquired, holder_pttl = self._attempt()
@@ -251,7 +232,7 @@ class Lease:
 
         Return False, and report the loss, when the lease is gone or another's.
         """
-        ttl = self.ttl if ttl is None else validate_seconds(ttl, "lease ttl")
+        ttl = self.ttl if ttl is None else check_seconds(ttl, "lease ttl")
         script = lua.script(self.client, "lease_extend")
         sent = self.clock()
         if script(keys=[self.key], args=[self.token, to_ms(ttl)]):
@@ -366,7 +347,7 @@ class Lease:
             self._confirmed_until = self.clock() + left
 
 
-def _longest_block(client: Any) -> float:
+def _longest_block(client: Client) -> float:
     """Return how long one blocking call may last before the client's socket times out."""
     pool = getattr(client, "connection_pool", None)
     socket_timeout = getattr(pool, "connection_kwargs", {}).get("socket_timeout")

@@ -1,6 +1,8 @@
 """Read-only listings for the admin: which queue groups, chats, guilds, logs, statistics,
 counters and configurations exist, one page at a time.
 
+Import: ``from redisparts_app.services.listings import lock_page, queue_groups``.
+
 Nothing here writes. Names are found with SCAN (``keys.scan_keys`` or one SCAN call per
 page, resumed from a cursor) or with ranges (ZRANGE with offsets), never by loading every
 key: a page costs a bounded number of round trips whatever the size of the keyspace.
@@ -30,17 +32,35 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import Client, resolve_client
 from ..keys import make_key, scan_keys, scan_step, validate_key_part
+from ..validation import check_int, check_page_size
 from . import counters, locks
 from .chat import chat_keys
 from .logs import SEVERITIES
+
+__all__ = [
+    "ChatOverview",
+    "Page",
+    "chat_overview",
+    "chat_page",
+    "config_page",
+    "counter_page",
+    "guild_page",
+    "lock_page",
+    "log_page",
+    "semaphore_page",
+    "stats_entries",
+    "tag_pattern",
+]
 
 # Keys SCAN looks at per call of a full walk (``stats_entries``).
 SCAN_BATCH = 500
 # Most SCAN calls one page makes, so a sparse keyspace cannot keep a request busy; the
 # page then comes back short (maybe empty) with a cursor to go on from.
 MAX_SCAN_CALLS = 200
+# The largest page a listing returns at once.
+MAX_PAGE_SIZE = 1000
 
 
 @dataclass(frozen=True)
@@ -69,8 +89,13 @@ def tag_pattern(component: str, *roles: str) -> tuple[str, re.Pattern[str]]:
     return pattern, re.compile(f"^{exact}$")
 
 
-def scan_page(
-    component: str, roles: tuple[str, ...], cursor: int = 0, count: int = 50, *, client=None
+def _scan_page(
+    component: str,
+    roles: tuple[str, ...],
+    cursor: int = 0,
+    count: int = 50,
+    *,
+    client: Client | None = None,
 ) -> Page:
     """Return up to about ``count`` tags of keys ``<prefix>:<component>:{<tag>}:<roles>``.
 
@@ -82,14 +107,16 @@ def scan_page(
     return Page(sorted(tag for (tag,) in found), cursor)
 
 
-def lock_page(cursor: int = 0, count: int = 50, *, client=None) -> tuple[list[locks.HeldLock], int]:
+def lock_page(
+    cursor: int = 0, count: int = 50, *, client: Client | None = None
+) -> tuple[list[locks.HeldLock], int]:
     """Return a page of held locks (name, owner token, TTL, fence) and the cursor to go on.
 
     Like ``locks.held_locks`` but one SCAN page at a time; a lock released between the
     SCAN and the read is left out.
     """
-    client = client if client is not None else get_redis()
-    page = scan_page("lock", ("owner",), cursor, count, client=client)
+    client = resolve_client(client)
+    page = _scan_page("lock", ("owner",), cursor, count, client=client)
     pipe = client.pipeline(transaction=False)
     for name in page.names:
         owner_key, fence_key, _signal = locks.lock_keys(name)
@@ -105,23 +132,23 @@ def lock_page(cursor: int = 0, count: int = 50, *, client=None) -> tuple[list[lo
     return held, page.cursor
 
 
-def semaphore_page(cursor: int = 0, count: int = 20, *, client=None) -> Page:
+def semaphore_page(cursor: int = 0, count: int = 20, *, client: Client | None = None) -> Page:
     """Return a page of semaphore names that have a holders zset."""
-    return scan_page("semaphore", ("holders",), cursor, count, client=client)
+    return _scan_page("semaphore", ("holders",), cursor, count, client=client)
 
 
-def chat_page(cursor: int = 0, count: int = 25, *, client=None) -> Page:
+def chat_page(cursor: int = 0, count: int = 25, *, client: Client | None = None) -> Page:
     """Return a page of chat ids."""
-    return scan_page("chat", ("members",), cursor, count, client=client)
+    return _scan_page("chat", ("members",), cursor, count, client=client)
 
 
-def chat_overview(chat_id: str, *, client=None) -> ChatOverview | None:
+def chat_overview(chat_id: str, *, client: Client | None = None) -> ChatOverview | None:
     """Return a chat's members, each one's pending messages, and what it holds; None if gone.
 
     Pending messages of a member are those with an id above the last one it fetched
     (ZCOUNT on the messages zset, scored by id), read in one pipeline.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     names = chat_keys(validate_key_part(chat_id, "chat"))
     members = {
         member.decode(): int(score)
@@ -144,20 +171,18 @@ def chat_overview(chat_id: str, *, client=None) -> ChatOverview | None:
     )
 
 
-def guild_page(cursor: int = 0, count: int = 50, *, client=None) -> Page:
+def guild_page(cursor: int = 0, count: int = 50, *, client: Client | None = None) -> Page:
     """Return a page of guilds that have an address book."""
-    return scan_page("ac", ("names",), cursor, count, client=client)
+    return _scan_page("ac", ("names",), cursor, count, client=client)
 
 
 def _scan_matches(
     pattern: str, regex: re.Pattern[str], cursor: int, count: int, client: Any
 ) -> tuple[set[tuple[str, ...]], int]:
     """SCAN from ``cursor`` until about ``count`` keys matched ``regex``; return its groups."""
-    if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
-        raise ValueError(f"cursor must be a non-negative integer, got {cursor!r}")
-    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
-        raise ValueError(f"count must be between 1 and 1000, got {count!r}")
-    client = client if client is not None else get_redis()
+    check_int(cursor, "cursor", minimum=0)
+    check_page_size(count, "count", maximum=MAX_PAGE_SIZE)
+    client = resolve_client(client)
     found: set[tuple[str, ...]] = set()
     for _ in range(MAX_SCAN_CALLS):
         cursor, batch = scan_step(client, cursor, pattern, count)
@@ -171,16 +196,16 @@ def _scan_matches(
 
 
 def config_page(
-    cursor: int = 0, count: int = 50, *, client=None
+    cursor: int = 0, count: int = 50, *, client: Client | None = None
 ) -> tuple[list[tuple[str, str]], int]:
     """Return a page of stored configurations as sorted (type, name) pairs, and the cursor."""
     prefix = re.escape(app_settings.KEY_PREFIX)
     regex = re.compile(rf"^{prefix}:config:\{{([^{{}}]+)\}}:([^:{{}}]+)$")
     found, cursor = _scan_matches(make_key("config", "*", "*"), regex, cursor, count, client)
-    return sorted(found), cursor  # type: ignore[return-value]
+    return sorted((kind, name) for kind, name in found), cursor
 
 
-def log_page(cursor: int = 0, count: int = 50, *, client=None) -> Page:
+def log_page(cursor: int = 0, count: int = 50, *, client: Client | None = None) -> Page:
     """Return a page of log names that have a recent log of any severity."""
     prefix = re.escape(app_settings.KEY_PREFIX)
     severities = "|".join(SEVERITIES)
@@ -189,9 +214,9 @@ def log_page(cursor: int = 0, count: int = 50, *, client=None) -> Page:
     return Page(sorted(name for (name,) in found), cursor)
 
 
-def stats_entries(count: int = 200, *, client=None) -> list[tuple[str, str]]:
+def stats_entries(count: int = 200, *, client: Client | None = None) -> list[tuple[str, str]]:
     """Return up to ``count`` (context, kind) pairs with statistics this or last hour, sorted."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     prefix = app_settings.KEY_PREFIX + ":stats:"
     regex = re.compile(r"^\{([^{}]+)\}:([^:{}]+)(?::last)?$")
     found: set[tuple[str, str]] = set()
@@ -205,16 +230,16 @@ def stats_entries(count: int = 200, *, client=None) -> list[tuple[str, str]]:
 
 
 def counter_page(
-    start: int = 0, count: int = 50, *, client=None
+    start: int = 0, count: int = 50, *, client: Client | None = None
 ) -> tuple[dict[str, list[int]], int]:
     """Return a page of the counters' index (name -> precisions) and the index size.
 
     The index has one entry per counter and precision, ordered by precision then
     name; the page covers entries ``start`` to ``start + count - 1`` (ZRANGE).
     """
-    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
-        raise ValueError(f"start must be a non-negative integer, got {start!r}")
-    client = client if client is not None else get_redis()
+    check_int(start, "start", minimum=0)
+    check_page_size(count, "count", maximum=MAX_PAGE_SIZE)
+    client = resolve_client(client)
     pipe = client.pipeline(transaction=False)
     pipe.zrange(counters.index_key(), start, start + count - 1)
     pipe.zcard(counters.index_key())

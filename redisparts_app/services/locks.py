@@ -1,5 +1,7 @@
 """Distributed locks with a TTL, owner tokens, wake-up on release and fencing tokens.
 
+Import: ``from redisparts_app.services.locks import Lock, fenced_update``.
+
 ::
 
     with Lock("market", ttl=5, timeout=10) as lock:
@@ -55,20 +57,29 @@ Defaults come from ``REDISPARTS["LOCK_TTL"]`` and ``REDISPARTS["LOCK_TIMEOUT"]``
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-import redis
 from django.db import models
 
 from .. import keys
 from ..conf import app_settings
-from ..connection import get_redis
-from ..exceptions import LockNotOwned, LockTimeout
-from .lease import Lease, immediate_client, validate_heartbeat, validate_seconds
+from ..connection import Client, resolve_client
+from ..exceptions import InvalidArgument, LockNotOwned, LockTimeout
+from ..validation import check_count, check_seconds
+from .lease import Lease, immediate_client, validate_heartbeat
+
+__all__ = [
+    "HeldLock",
+    "Lock",
+    "fenced_update",
+    "held_locks",
+    "lock_keys",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +111,7 @@ class Lock:
         ttl: float | None = None,
         timeout: float | None = None,
         *,
-        client: redis.Redis | None = None,
+        client: Client | None = None,
         auto_renew: bool = False,
         renew_interval: float | None = None,
         max_renewals: int | None = None,
@@ -109,8 +120,8 @@ class Lock:
     ) -> None:
         self.name = keys.validate_key_part(name, "lock name")
         self.owner_key, self.fence_key, self.signal_key = _role_keys(self.name)
-        self.ttl = validate_seconds(app_settings.LOCK_TTL if ttl is None else ttl, "lock ttl")
-        self.timeout = validate_seconds(
+        self.ttl = check_seconds(app_settings.LOCK_TTL if ttl is None else ttl, "lock ttl")
+        self.timeout = check_seconds(
             app_settings.LOCK_TIMEOUT if timeout is None else timeout, "lock timeout"
         )
         renew_interval = validate_heartbeat(renew_interval, self.ttl, max_renewals)
@@ -147,7 +158,7 @@ class Lock:
         return self._lease is not None and self._lease.held
 
     @property
-    def lost(self):
+    def lost(self) -> threading.Event:
         """A threading.Event set once this holder is found to have lost the lock."""
         if self._lease is None:
             raise RuntimeError(f"lock {self.name!r} was never acquired")
@@ -168,7 +179,7 @@ class Lock:
 
         Raise LockTimeout when others held it for the whole wait.
         """
-        wait = self.timeout if timeout is None else validate_seconds(timeout, "lock timeout")
+        wait = self.timeout if timeout is None else check_seconds(timeout, "lock timeout")
         lease = self._new_lease()
         if not lease.acquire(wait):
             self._unused = lease
@@ -248,14 +259,14 @@ class HeldLock:
     fence: int | None
 
 
-def held_locks(client: redis.Redis | None = None, *, batch: int = 200) -> list[HeldLock]:
+def held_locks(client: Client | None = None, *, batch: int = 200) -> list[HeldLock]:
     """Return the locks held right now, sorted by name (SCAN, never KEYS).
 
     ``ttl`` is None for a key without TTL (set outside this module). A lock
     released during the scan is left out. For the admin and operators; the
     values are a snapshot per lock, not across locks.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     pattern = keys.component_pattern(COMPONENT) + ":owner"
     found: list[HeldLock] = []
     owner_keys = [key.decode() for key in keys.scan_keys(client, pattern)]
@@ -297,10 +308,11 @@ def fenced_update(
     over since (its token is lower than one already stored). Return True when
     the row was updated, False when it was stale or the row does not exist.
     """
-    if isinstance(fence, bool) or not isinstance(fence, int) or fence < 1:
-        raise ValueError(f"fence must be a positive whole number from Lock.fence, got {fence!r}")
+    check_count(fence, "fence")
     if fence_field in fields:
-        raise ValueError(f"{fence_field!r} is set from the fence; do not pass it as a field")
+        raise InvalidArgument(
+            "fields", fence_field, "is set from the fence; do not pass it as a field"
+        )
     if isinstance(queryset_or_model, type) and issubclass(queryset_or_model, models.Model):
         queryset = queryset_or_model._default_manager.all()
     else:

@@ -1,5 +1,7 @@
 """Resumable log processing: feed a log file's lines to a callback, exactly once across crashes.
 
+Import: ``from redisparts_app.services.log_processing import LogProcessor``.
+
 ``LogProcessor`` feeds the lines of a log file (or of a directory of files whose names
 sort in write order) to a callback that queues its Redis effects on a MULTI pipeline.
 Each batch of lines commits in one MULTI/EXEC together with the new progress, so after a
@@ -22,14 +24,20 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import redis
 from redis.client import Pipeline
 
 from .. import keys
-from ..connection import get_redis, on_slot
+from ..connection import Client, on_slot, resolve_client
 from ..exceptions import LogProgressConflict
+from ..validation import check_count
+
+__all__ = [
+    "LogProcessor",
+    "ProcessResult",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -70,16 +78,13 @@ class LogProcessor:
         callback: LineCallback,
         *,
         batch_size: int = 1000,
-        client: redis.Redis | None = None,
+        client: Client | None = None,
     ) -> None:
         self.name = keys.validate_key_part(name, "log processor")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-            raise TypeError(f"batch_size must be an integer, got {batch_size!r}")
-        if not 1 <= batch_size <= MAX_BATCH_SIZE:
-            raise ValueError(f"batch_size must be from 1 to {MAX_BATCH_SIZE}, got {batch_size}")
+        check_count(batch_size, "batch_size", maximum=MAX_BATCH_SIZE)
         self.callback = callback
         self.batch_size = batch_size
-        self.client = client if client is not None else get_redis()
+        self.client = resolve_client(client)
         self.progress_key = self.key("progress")
         self._expected: dict[bytes, bytes] | None = None
 
@@ -156,7 +161,9 @@ class LogProcessor:
             return 0
         return offset
 
-    def _batches(self, handle, offset: int, final: bool) -> Iterator[tuple[list[bytes], int]]:
+    def _batches(
+        self, handle: BinaryIO, offset: int, final: bool
+    ) -> Iterator[tuple[list[bytes], int]]:
         batch: list[bytes] = []
         position = offset
         for line in handle:

@@ -1,5 +1,7 @@
 """Recent and common logs in Redis, and a logging.Handler that feeds them.
 
+Import: ``from redisparts_app.services.logs import log_recent, log_common, RedisLogHandler``.
+
 Per log name and severity (debug, info, warning, error, critical):
 
 - the recent log keeps the newest ``REDISPARTS["LOG_RECENT_LIMIT"]`` entries (100),
@@ -33,13 +35,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from redis import Redis
-
 from .. import lua
 from ..conf import positive_int_setting
-from ..connection import get_redis
-from ..exceptions import InvalidKeyPart, InvalidLogEntry
-from ..keys import make_key, validate_key_part
+from ..connection import Client, resolve_client
+from ..exceptions import InvalidArgument, InvalidArgumentType
+from ..keys import make_key
+from ..validation import check_key_part, check_optional_count
+
+__all__ = [
+    "SEVERITIES",
+    "LogEntry",
+    "RedisLogHandler",
+    "common",
+    "log_common",
+    "log_recent",
+    "normalize_severity",
+    "recent",
+]
 
 SEVERITIES = ("debug", "info", "warning", "error", "critical")
 _LEVELS = (
@@ -63,12 +75,14 @@ class LogEntry:
 
 
 def normalize_severity(severity: int | str) -> str:
-    """Return the severity name for a logging level or a name, or raise InvalidLogEntry.
+    """Return the severity name for a logging level or a name, or raise InvalidArgument.
 
     Levels between the standard ones round down (25 -> "info", 5 -> "debug").
     """
-    if isinstance(severity, bool):
-        raise InvalidLogEntry(f"severity must be a logging level or a name, got {severity!r}")
+    if isinstance(severity, bool) or not isinstance(severity, int | str):
+        raise InvalidArgumentType(
+            "severity", severity, f"must be a logging level or one of {', '.join(SEVERITIES)}"
+        )
     if isinstance(severity, int):
         return next((name for level, name in _LEVELS if severity >= level), "debug")
     if isinstance(severity, str):
@@ -76,8 +90,8 @@ def normalize_severity(severity: int | str) -> str:
         name = _ALIASES.get(name, name)
         if name in SEVERITIES:
             return name
-    raise InvalidLogEntry(
-        f"severity must be a logging level or one of {', '.join(SEVERITIES)}, got {severity!r}"
+    raise InvalidArgument(
+        "severity", severity, f"must be a logging level or one of {', '.join(SEVERITIES)}"
     )
 
 
@@ -86,7 +100,7 @@ def log_recent(
     message: str,
     severity: int | str = logging.INFO,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> None:
     """Push ``message`` onto the recent log of ``name`` and ``severity``.
@@ -95,7 +109,7 @@ def log_recent(
     Keys: rp:log:{name}:recent:<severity>.
     """
     name, severity, message = _validate(name, severity, message)
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     args = [_entry_json(clock(), message), _recent_limit(), _recent_ttl()]
     lua.script(client, "log_recent")(keys=[_recent_key(name, severity)], args=args)
 
@@ -105,7 +119,7 @@ def log_common(
     message: str,
     severity: int | str = logging.INFO,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> int:
     """Count ``message`` in the common log of this hour and push it onto the recent log.
@@ -115,7 +129,7 @@ def log_common(
     Keys: rp:log:{name}:common:<severity>[:last|:start|:pstart], rp:log:{name}:recent:<severity>.
     """
     name, severity, message = _validate(name, severity, message)
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     now = clock()
     hour = int(now // HOUR) * HOUR
     common = _common_key(name, severity)
@@ -130,13 +144,13 @@ def recent(
     severity: int | str = logging.INFO,
     limit: int | None = None,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
 ) -> list[LogEntry]:
     """Return up to ``limit`` (default all kept) recent entries, newest first."""
     name = _validate_name(name)
     severity = normalize_severity(severity)
-    limit = _validate_limit(limit)
-    client = client if client is not None else get_redis()
+    limit = check_optional_count(limit, "limit")
+    client = resolve_client(client)
     raw = client.lrange(_recent_key(name, severity), 0, -1 if limit is None else limit - 1)
     entries = []
     for item in raw:
@@ -151,7 +165,7 @@ def common(
     limit: int | None = None,
     previous: bool = False,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> list[tuple[str, int]]:
     """Return ``(message, count)`` pairs of this hour (or the previous one), most common first.
@@ -162,8 +176,8 @@ def common(
     """
     name = _validate_name(name)
     severity = normalize_severity(severity)
-    limit = _validate_limit(limit)
-    client = client if client is not None else get_redis()
+    limit = check_optional_count(limit, "limit")
+    client = resolve_client(client)
     hour = int(clock() // HOUR) * HOUR
     wanted = hour - HOUR if previous else hour
     key = _common_key(name, severity)
@@ -199,13 +213,10 @@ class RedisLogHandler(logging.Handler):
         level: int | str = logging.NOTSET,
         *,
         common: bool = True,
-        client: Redis | None = None,
+        client: Client | None = None,
     ) -> None:
         super().__init__(level)
-        try:
-            self.log_name = validate_key_part(name, "log name")
-        except (InvalidKeyPart, TypeError) as exc:
-            raise InvalidLogEntry(str(exc)) from exc
+        self.log_name = check_key_part(name, "log name")
         self.common = common
         self.client = client
 
@@ -232,7 +243,9 @@ def _validate(name: str, severity: int | str, message: str) -> tuple[str, str, s
     name = _validate_name(name)
     severity = normalize_severity(severity)
     if not isinstance(message, str):
-        raise InvalidLogEntry(f"message must be a string, got {type(message).__name__}")
+        raise InvalidArgumentType(
+            "message", message, f"must be a string, got {type(message).__name__}", show_value=False
+        )
     limit = positive_int_setting("LOG_MAX_MESSAGE_LENGTH")
     if len(message) > limit:
         message = message[: limit - 1] + "…"
@@ -240,18 +253,7 @@ def _validate(name: str, severity: int | str, message: str) -> tuple[str, str, s
 
 
 def _validate_name(name: str) -> str:
-    try:
-        return validate_key_part(name, "log name")
-    except (InvalidKeyPart, TypeError) as exc:
-        raise InvalidLogEntry(str(exc)) from exc
-
-
-def _validate_limit(limit: int | None) -> int | None:
-    if limit is None:
-        return None
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidLogEntry(f"limit must be a positive integer, got {limit!r}")
-    return limit
+    return check_key_part(name, "log name")
 
 
 def _recent_limit() -> int:

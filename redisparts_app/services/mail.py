@@ -1,5 +1,7 @@
 """Guild mail: single-recipient mailboxes pulled by their owner.
 
+Import: ``from redisparts_app.services.mail import Mailbox``.
+
 A sender puts a message (sender, subject, body, time) in the recipient's
 mailbox; the recipient fetches it newest first, page by page, marks messages
 read and deletes them. Keys, all tagged with the recipient so each step is one
@@ -19,51 +21,34 @@ input raises before anything is written.
 
 import json
 import time
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from redis import Redis
-
 from .. import lua
 from ..conf import app_settings
-from ..connection import get_redis
-from ..exceptions import InvalidMessage, MailMessageNotFound
+from ..connection import Client, resolve_client
+from ..exceptions import MailMessageNotFound
 from ..keys import make_key, validate_key_part
+from ..validation import check_count, check_int, check_page_size, check_text
+
+__all__ = [
+    "MailMessage",
+    "MailPage",
+    "Mailbox",
+    "validate_message_id",
+    "validate_text",
+]
 
 COMPONENT = "mail"
-# Line breaks and tabs are text in a body or a chat message; other controls are not.
-_TEXT_CONTROLS_ALLOWED = frozenset("\n\r\t")
 
 
-def validate_text(value: object, field: str, max_length: int, *, multiline: bool = True) -> str:
-    """Return ``value`` in NFC form if it is acceptable message text, else raise.
-
-    Raise TypeError for a non-string and InvalidMessage (a ValueError) for blank
-    text, more than ``max_length`` characters, or control characters (line
-    breaks and tabs are allowed when ``multiline``).
-    """
-    if not isinstance(value, str):
-        raise TypeError(f"{field} must be a string, got {type(value).__name__}")
-    if len(value) > max_length:
-        raise InvalidMessage(field, f"{len(value)} characters, more than {max_length}")
-    text = unicodedata.normalize("NFC", value)
-    if not text.strip():
-        raise InvalidMessage(field, "must not be empty")
-    allowed = _TEXT_CONTROLS_ALLOWED if multiline else frozenset()
-    for char in text:
-        if unicodedata.category(char) in ("Cc", "Cs") and char not in allowed:
-            raise InvalidMessage(field, f"control character U+{ord(char):04X} is not allowed")
-    return text
+# Mail and chat text rules, importable from here where callers have always found them.
+validate_text = check_text
 
 
 def validate_message_id(value: object) -> int:
-    """Return ``value`` if it is a message id (an int >= 1), else raise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"message id must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise InvalidMessage("message id", f"must be at least 1, got {value}")
-    return value
+    """Return ``value`` if it is a message id (an int >= 1), else raise InvalidArgument."""
+    return check_count(value, "message id")
 
 
 @dataclass(frozen=True)
@@ -93,11 +78,11 @@ class Mailbox:
         self,
         user: str,
         *,
-        client: Redis | None = None,
+        client: Client | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.user = validate_key_part(user, "user")
-        self.client = client if client is not None else get_redis()
+        self.client = resolve_client(client)
         self.clock = clock
 
     def _key(self, role: str) -> str:
@@ -118,11 +103,8 @@ class Mailbox:
 
     def fetch(self, offset: int = 0, limit: int = 20) -> MailPage:
         """Return ``limit`` messages from the ``offset``-th newest, newest first."""
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise InvalidMessage("offset", f"must be an int >= 0, got {offset!r}")
-        most = app_settings.MAIL_MAX_PAGE_SIZE
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= most:
-            raise InvalidMessage("limit", f"must be an int from 1 to {most}, got {limit!r}")
+        check_int(offset, "offset", minimum=0)
+        check_page_size(limit, "limit", maximum=app_settings.MAIL_MAX_PAGE_SIZE)
         keys = [self._key("box"), self._key("msgs"), self._key("unread")]
         reply = lua.script(self.client, "mail_fetch")(keys=keys, args=[offset, limit])
         total, unread, rest = int(reply[0]), int(reply[1]), reply[2:]

@@ -1,5 +1,7 @@
 """Persistence and replication helpers: replica sync, status, backup.
 
+Import: ``from redisparts_app.services.persistence import wait_for_sync, backup``.
+
 Resumable log processing (the book's chapter 4 example) is ``services.log_processing``.
 
 **wait_for_sync(master, replica)** writes a marker on the master and returns
@@ -40,8 +42,19 @@ from redis.cluster import RedisCluster
 
 from .. import keys
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import Client, resolve_client
 from ..exceptions import BackupError, ReplicationTimeout
+from ..validation import check_choice, check_seconds
+
+__all__ = [
+    "Backup",
+    "backup",
+    "node_statuses",
+    "server_status",
+    "server_version",
+    "sha256_of",
+    "wait_for_sync",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -52,15 +65,15 @@ LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 # --- replication ----------------------------------------------------------------------------
 
 
-def server_version(client: redis.Redis) -> tuple[int, ...]:
+def server_version(client: Client) -> tuple[int, ...]:
     """Return the server version as a tuple of integers, e.g. (6, 2, 14)."""
     text = str(client.info("server")["redis_version"])
     return tuple(int(part) for part in text.split(".") if part.isdigit())
 
 
 def wait_for_sync(
-    master: redis.Redis,
-    replica: redis.Redis,
+    master: Client,
+    replica: Client,
     timeout: float = 1.0,
     *,
     policy: str = "raise",
@@ -73,10 +86,8 @@ def wait_for_sync(
     ReplicationTimeout; ``policy="warn"`` logs a warning and returns False.
     ``disk=True`` also waits for the replica's AOF (see the module docstring).
     """
-    if policy not in POLICIES:
-        raise ValueError(f"policy must be one of {POLICIES}, got {policy!r}")
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    check_choice(policy, "policy", POLICIES)
+    check_seconds(timeout, "timeout")
     deadline = clock() + timeout
     marker = keys.make_key("persist", uuid.uuid4().hex, "sync")
     try:
@@ -100,8 +111,8 @@ def _remaining_ms(deadline: float, clock: Callable[[], float]) -> int:
 
 
 def _wait_replicated(
-    master: redis.Redis,
-    replica: redis.Redis,
+    master: Client,
+    replica: Client,
     marker: str,
     deadline: float,
     clock: Callable[[], float],
@@ -135,7 +146,7 @@ def _wait_replicated(
 
 
 def _wait_replica_disk(
-    master: redis.Redis, replica: redis.Redis, deadline: float, clock: Callable[[], float]
+    master: Client, replica: Client, deadline: float, clock: Callable[[], float]
 ) -> None:
     if server_version(master) >= (7, 2):
         acked = master.execute_command("WAITAOF", 0, 1, _remaining_ms(deadline, clock))
@@ -160,7 +171,7 @@ def _wait_replica_disk(
 # --- status ---------------------------------------------------------------------------------
 
 
-def _config(client: redis.Redis, *names: str) -> dict[str, str | None]:
+def _config(client: Client, *names: str) -> dict[str, str | None]:
     """CONFIG GET each name; None where CONFIG is renamed or refused (managed services)."""
     values: dict[str, str | None] = {}
     for name in names:
@@ -179,20 +190,20 @@ def _iso(timestamp: int | None) -> str | None:
     return datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
-def node_statuses(*, client: Any = None) -> list[dict[str, Any]]:
+def node_statuses(*, client: Client | None = None) -> list[dict[str, Any]]:
     """Return ``server_status()`` of every server behind ``client``, each with its "node".
 
     Every node (primaries and replicas, by address) of a Redis Cluster client; the
     one server of any other client, "node" then being None.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     if not isinstance(client, RedisCluster):
         return [{"node": None, **server_status(client=client)}]
     nodes = sorted(client.get_nodes(), key=lambda node: node.name)
     return [{"node": node.name, **server_status(client=node.redis_connection)} for node in nodes]
 
 
-def server_status(*, client: redis.Redis | None = None) -> dict[str, Any]:
+def server_status(*, client: Client | None = None) -> dict[str, Any]:
     """Return persistence and replication state as a JSON-serialisable dict.
 
     Of one server: given a Redis Cluster client, of the node its INFO reaches
@@ -202,7 +213,7 @@ def server_status(*, client: redis.Redis | None = None) -> dict[str, Any]:
     ``master_repl_offset``) and seconds since its last ack; a replica reports
     its link state and seconds since it last heard from the master.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     server = client.info("server")
     persistence = client.info("persistence")
     replication = client.info("replication")
@@ -264,7 +275,7 @@ class Backup:
     saved_at: datetime
 
 
-def _is_local(client: redis.Redis) -> bool:
+def _is_local(client: Client) -> bool:
     pool = getattr(client, "connection_pool", None)
     if pool is None:  # a cluster client: no single server, no single dump.rdb
         raise BackupError("backup needs a client of one server, not of a Redis Cluster")
@@ -272,7 +283,7 @@ def _is_local(client: redis.Redis) -> bool:
     return "path" in kwargs or kwargs.get("host") in LOCAL_HOSTS
 
 
-def _bgsave(client: redis.Redis, deadline: float, clock: Callable[[], float]) -> None:
+def _bgsave(client: Client, deadline: float, clock: Callable[[], float]) -> None:
     """Start a BGSAVE, waiting out a save or AOF rewrite already running."""
     while True:
         try:
@@ -290,7 +301,7 @@ def _bgsave(client: redis.Redis, deadline: float, clock: Callable[[], float]) ->
 def backup(
     destination: str | os.PathLike,
     *,
-    client: redis.Redis | None = None,
+    client: Client | None = None,
     timeout: float | None = None,
     progress: Callable[[float], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
@@ -303,7 +314,7 @@ def backup(
     Raise BackupError when the server is remote, the save fails or the file
     cannot be read or written.
     """
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     destination = Path(destination)
     if destination.exists() and not destination.is_dir():
         raise BackupError(f"{destination} exists and is not a directory")

@@ -1,5 +1,7 @@
 """Who is online: users active in the last few minutes, and which of a user's friends are.
 
+Import: ``from redisparts_app.services.presence import record_activity, online_friends``.
+
 A user is online from any activity until the end of the window: the current
 minute and the ``PRESENCE_WINDOW_MINUTES - 1`` (default 9) whole minutes before
 it, so "the last 10 minutes" counted in whole minutes. Two ways to answer,
@@ -40,9 +42,25 @@ from typing import Literal
 
 from .. import lua
 from ..conf import app_settings
-from ..connection import get_redis, on_slot
-from ..exceptions import InvalidFriend
+from ..connection import Client, on_slot, resolve_client
+from ..exceptions import InvalidArgument
 from ..keys import make_key, validate_key_part
+from ..validation import check_choice
+
+__all__ = [
+    "add_friend",
+    "devices_key",
+    "friends",
+    "friends_key",
+    "is_online",
+    "logout",
+    "minute_key",
+    "online_friends",
+    "online_users",
+    "record_activity",
+    "remove_friend",
+    "seen_key",
+]
 
 COMPONENT = "presence"
 TAG = "presence"
@@ -50,6 +68,7 @@ DEFAULT_DEVICE = "default"
 
 Clock = Callable[[], float]
 Method = Literal["minutes", "seen"]
+METHODS: tuple[Method, ...] = ("minutes", "seen")
 
 
 def minute_key(minute: int) -> str:
@@ -86,14 +105,18 @@ def _ttl() -> int:
 
 
 def record_activity(
-    user: str, device: str = DEFAULT_DEVICE, *, client=None, clock: Clock = time.time
+    user: str,
+    device: str = DEFAULT_DEVICE,
+    *,
+    client: Client | None = None,
+    clock: Clock = time.time,
 ) -> None:
     """Mark ``user`` active now on ``device`` (any id of a device, tab or session)."""
     user = validate_key_part(user, "user")
     device = validate_key_part(device, "device")
     now = clock()
     keys, start = _window(now)
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     with on_slot(client, seen_key()) as server:
         pipe = server.pipeline(transaction=True)
         pipe.sadd(keys[-1], user)
@@ -105,59 +128,66 @@ def record_activity(
         pipe.execute()
 
 
-def online_users(*, method: Method = "seen", client=None, clock: Clock = time.time) -> set[str]:
+def online_users(
+    *, method: Method = "seen", client: Client | None = None, clock: Clock = time.time
+) -> set[str]:
     """Return the users active in the window, by either method (same answer)."""
+    check_choice(method, "method", METHODS)
     keys, start = _window(clock())
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     if method == "minutes":
         members = client.sunion(keys)
-    elif method == "seen":
+    else:  # "seen"
         members = client.zrangebyscore(seen_key(), start, "+inf")
-    else:
-        raise ValueError(f"method must be 'minutes' or 'seen', got {method!r}")
     return {member.decode() for member in members}
 
 
-def is_online(user: str, *, client=None, clock: Clock = time.time) -> bool:
+def is_online(user: str, *, client: Client | None = None, clock: Clock = time.time) -> bool:
     """Return whether ``user`` was active in the window."""
     user = validate_key_part(user, "user")
     start = _window_start(clock())
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     seen = client.zscore(seen_key(), user)
     return seen is not None and seen >= start
 
 
 def logout(
-    user: str, device: str = DEFAULT_DEVICE, *, client=None, clock: Clock = time.time
+    user: str,
+    device: str = DEFAULT_DEVICE,
+    *,
+    client: Client | None = None,
+    clock: Clock = time.time,
 ) -> bool:
     """Forget ``device``; return True if the user is now offline (no other device active)."""
     user = validate_key_part(user, "user")
     device = validate_key_part(device, "device")
     keys, start = _window(clock())
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     offline = lua.script(client, "presence_logout")(
         keys=[devices_key(user), seen_key(), *keys], args=[user, device, start]
     )
     return bool(offline)
 
 
-def add_friend(user: str, friend: str, *, client=None) -> None:
+def add_friend(user: str, friend: str, *, client: Client | None = None) -> None:
     """Make ``user`` and ``friend`` friends of each other."""
     _change_friendship("sadd", user, friend, client)
 
 
-def remove_friend(user: str, friend: str, *, client=None) -> None:
+def remove_friend(user: str, friend: str, *, client: Client | None = None) -> None:
     """End the friendship of ``user`` and ``friend`` (both directions)."""
     _change_friendship("srem", user, friend, client)
 
 
-def _change_friendship(command: str, user: str, friend: str, client) -> None:
+def _change_friendship(command: str, user: str, friend: str, client: Client) -> None:
     """Apply SADD or SREM to both friends sets in one MULTI."""
     user = validate_key_part(user, "user")
     friend = validate_key_part(friend, "friend")
     if user == friend:
-        raise InvalidFriend(f"a user cannot be their own friend ({user!r})")
-    client = client if client is not None else get_redis()
+        raise InvalidArgument(
+            "friend", friend, "must differ from the user: nobody befriends themselves"
+        )
+    client = resolve_client(client)
     with on_slot(client, friends_key(user)) as server:
         pipe = server.pipeline(transaction=True)
         getattr(pipe, command)(friends_key(user), friend)
@@ -165,15 +195,15 @@ def _change_friendship(command: str, user: str, friend: str, client) -> None:
         pipe.execute()
 
 
-def friends(user: str, *, client=None) -> set[str]:
+def friends(user: str, *, client: Client | None = None) -> set[str]:
     """Return the friends of ``user``."""
     user = validate_key_part(user, "user")
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     return {member.decode() for member in client.smembers(friends_key(user))}
 
 
 def online_friends(
-    user: str, *, method: Method = "minutes", client=None, clock: Clock = time.time
+    user: str, *, method: Method = "minutes", client: Client | None = None, clock: Clock = time.time
 ) -> set[str]:
     """Return the friends of ``user`` active in the window, computed atomically in one script.
 
@@ -182,17 +212,16 @@ def online_friends(
     friend's last-seen score.
     """
     user = validate_key_part(user, "user")
+    check_choice(method, "method", METHODS)
     keys, start = _window(clock())
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     if method == "minutes":
         temporary = make_key(COMPONENT, TAG, "tmp", uuid.uuid4().hex)
         members = lua.script(client, "presence_online_friends")(
             keys=[friends_key(user), temporary, *keys], args=[]
         )
-    elif method == "seen":
+    else:  # "seen"
         members = lua.script(client, "presence_online_friends_seen")(
             keys=[friends_key(user), seen_key()], args=[start]
         )
-    else:
-        raise ValueError(f"method must be 'minutes' or 'seen', got {method!r}")
     return {member.decode() for member in members}

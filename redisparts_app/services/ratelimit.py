@@ -1,5 +1,7 @@
 """Rate limits: at most ``limit`` events per ``window`` seconds for each subject.
 
+Import: ``from redisparts_app.services.ratelimit import RateLimit``.
+
 ``RateLimit("login", 10, 60).hit(subject)`` admits or refuses one event with one script
 call (``lua/rate_limit.lua``): a sliding log of the admitted events' times, on the
 server's clock, so the limit holds in every window of ``window`` seconds (a fixed-window
@@ -22,11 +24,16 @@ import os
 import re
 from dataclasses import dataclass
 
-from redis import Redis
-
 from .. import lua
-from ..connection import get_redis
+from ..connection import Client, resolve_client
+from ..exceptions import InvalidArgument, InvalidArgumentType
 from ..keys import make_key
+from ..validation import check_count, check_seconds
+
+__all__ = [
+    "Decision",
+    "RateLimit",
+]
 
 COMPONENT = "ratelimit"
 _SCOPE_RE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
@@ -49,30 +56,23 @@ class RateLimit:
     """At most ``limit`` events per ``window`` seconds per subject, within ``scope``."""
 
     def __init__(
-        self, scope: str, limit: int, window: float, *, client: Redis | None = None
+        self, scope: str, limit: int, window: float, *, client: Client | None = None
     ) -> None:
         if not isinstance(scope, str) or not _SCOPE_RE.match(scope):
-            raise ValueError(
-                f"rate limit scope must be a lower-case identifier (a-z, 0-9, _ -), got {scope!r}"
+            raise InvalidArgument(
+                "rate limit scope", scope, "must be a lower-case identifier (a-z, 0-9, _ -)"
             )
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"rate limit must be a positive integer, got {limit!r}")
-        if (
-            isinstance(window, bool)
-            or not isinstance(window, int | float)
-            or not 0.001 <= window <= MAX_WINDOW
-        ):
-            raise ValueError(
-                f"rate limit window must be from 0.001 to {MAX_WINDOW:.0f} seconds, got {window!r}"
-            )
+        check_count(limit, "rate limit")
+        window = check_seconds(window, "rate limit window", maximum=MAX_WINDOW)
         self.scope, self.limit, self.window = scope, limit, float(window)
-        # not `client or ...`: an empty pipeline is falsy
-        self.client = client if client is not None else get_redis()
+        self.client = resolve_client(client)
 
     def key(self, subject: str) -> str:
         """The Redis key of ``subject``'s log; TypeError for a non-string subject."""
         if not isinstance(subject, str):
-            raise TypeError(f"rate limit subject must be a string, got {type(subject).__name__}")
+            raise InvalidArgumentType(
+                "rate limit subject", subject, f"must be a string, got {type(subject).__name__}"
+            )
         digest = hashlib.sha256(subject.encode("utf-8", "surrogatepass")).hexdigest()[:32]
         return make_key(COMPONENT, f"{self.scope}/{digest}")
 

@@ -1,5 +1,7 @@
 """Counting semaphores: at most ``limit`` holders of a named resource at once.
 
+Import: ``from redisparts_app.services.semaphores import Semaphore, FairSemaphore``.
+
 Two kinds, with the same interface (``acquire``, ``refresh``, ``release``, ``hold``,
 ``holders``):
 
@@ -55,7 +57,6 @@ noticed. Waiters are not served in order of arrival.
 """
 
 import json
-import math
 import os
 import re
 import time
@@ -63,16 +64,25 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from .. import keys, lua
-from ..connection import get_redis
+from ..connection import Client, resolve_client
 from ..exceptions import (
-    InvalidSemaphoreArgument,
+    InvalidArgument,
+    InvalidArgumentType,
     SemaphoreFull,
     SemaphoreLost,
     SemaphoreTimeout,
 )
+from ..validation import check_count, check_seconds, to_ms
+
+__all__ = [
+    "FairSemaphore",
+    "Holder",
+    "Semaphore",
+    "holders",
+    "semaphore_names",
+]
 
 COMPONENT = "semaphore"
 MAX_LIMIT = 1_000_000
@@ -119,13 +129,13 @@ class Semaphore:
         limit: int,
         *,
         timeout: float = 10.0,
-        client: Any = None,
+        client: Client | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.name = keys.validate_key_part(name, "semaphore name")
-        self.limit = _check_limit(limit)
-        self.timeout = _check_seconds(timeout, "timeout", positive=True, ceiling=MAX_TIMEOUT)
-        self._timeout_ms = max(1, round(self.timeout * 1000))
+        self.limit = check_count(limit, "limit", maximum=MAX_LIMIT)
+        self.timeout = check_seconds(timeout, "timeout", maximum=MAX_TIMEOUT, whole_ms=False)
+        self._timeout_ms = to_ms(self.timeout)
         self._clock = clock
         self._keys = {role: keys.make_key(COMPONENT, self.name, role) for role in _ROLES}
         # The KEYS of each script, built once: acquire and release run on hot paths.
@@ -134,7 +144,7 @@ class Semaphore:
         self._acquire_keys = [*zsets, *owners, self._keys["counter"]] if self._fair else zsets
         self._refresh_keys = [*zsets, *owners]
         self._release_keys = [*zsets, self._keys["wake"], *owners]
-        self._client = client if client is not None else get_redis()
+        self._client = resolve_client(client)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, limit={self.limit}, timeout={self.timeout})"
@@ -144,7 +154,7 @@ class Semaphore:
 
         ``wait`` is seconds (0: one try); ``reason`` is a short text shown by ``holders``.
         """
-        wait = _check_seconds(wait, "wait", positive=False, ceiling=MAX_TIMEOUT)
+        wait = check_seconds(wait, "wait", allow_zero=True, maximum=MAX_TIMEOUT, whole_ms=False)
         reason = _check_reason(reason)
         holder_id = os.urandom(16).hex()  # 128 random bits, as 32 hex digits
         deadline = self._clock() + wait
@@ -229,7 +239,7 @@ class FairSemaphore(Semaphore):
 
 
 def holders(
-    name: str, *, client: Any = None, clock: Callable[[], float] | None = None
+    name: str, *, client: Client | None = None, clock: Callable[[], float] | None = None
 ) -> list[Holder]:
     """Return the live permits of semaphore ``name``, oldest first.
 
@@ -239,7 +249,7 @@ def holders(
     """
     name = keys.validate_key_part(name, "semaphore name")
     names = {role: keys.make_key(COMPONENT, name, role) for role in _ROLES}
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     script = lua.script(client, "semaphore_holders")
     server_ms, deadlines, info, owners = script(
         keys=[names["holders"], names["info"], names["owners"]], args=[]
@@ -267,9 +277,9 @@ def holders(
     return found
 
 
-def semaphore_names(*, client: Any = None) -> list[str]:
+def semaphore_names(*, client: Client | None = None) -> list[str]:
     """Return the names of the semaphores that have holders' keys in Redis, sorted (SCAN)."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     suffix = b"}:holders"
     found = set()
     for key in keys.scan_keys(client, keys.component_pattern(COMPONENT)):
@@ -278,36 +288,21 @@ def semaphore_names(*, client: Any = None) -> list[str]:
     return sorted(found)
 
 
-def _check_limit(limit: object) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise InvalidSemaphoreArgument(f"limit must be an integer, got {limit!r}")
-    if not 1 <= limit <= MAX_LIMIT:
-        raise InvalidSemaphoreArgument(f"limit must be between 1 and {MAX_LIMIT}, got {limit}")
-    return limit
-
-
-def _check_seconds(value: object, what: str, *, positive: bool, ceiling: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidSemaphoreArgument(f"{what} must be a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value < 0 or (positive and value == 0) or value > ceiling:
-        low = "more than 0" if positive else "at least 0"
-        raise InvalidSemaphoreArgument(
-            f"{what} must be {low} and at most {ceiling:g} seconds, got {value!r}"
-        )
-    return float(value)
-
-
 def _check_reason(reason: object) -> str:
     if not isinstance(reason, str):
-        raise InvalidSemaphoreArgument(f"reason must be a string, got {type(reason).__name__}")
+        raise InvalidArgumentType(
+            "reason", reason, f"must be a string, got {type(reason).__name__}"
+        )
     if len(reason) > MAX_REASON_LENGTH:
-        raise InvalidSemaphoreArgument(f"reason is longer than {MAX_REASON_LENGTH} characters")
+        raise InvalidArgument(
+            "reason", reason, f"longer than {MAX_REASON_LENGTH} characters; shorten it"
+        )
     if any(unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") for char in reason):
-        raise InvalidSemaphoreArgument("reason must not contain control characters")
+        raise InvalidArgument("reason", reason, "must not contain control characters")
     return reason
 
 
 def _check_holder_id(holder_id: object) -> str:
     if not isinstance(holder_id, str) or not _HOLDER_ID_RE.fullmatch(holder_id):
-        raise InvalidSemaphoreArgument(f"not a holder id from acquire(): {holder_id!r}")
+        raise InvalidArgument("holder id", holder_id, "pass the id that acquire() returned")
     return holder_id

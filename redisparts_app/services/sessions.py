@@ -1,5 +1,7 @@
 """Session-token bookkeeping, written with plain calls and with one pipeline.
 
+Import: ``from redisparts_app.services.sessions import update_token``.
+
 The example of pipelining: ``update_token`` sends each command on its own
 round trip (two, or six with an item), ``update_token_pipelined`` sends the same
 commands in one non-transactional pipeline, one round trip. Same signature,
@@ -25,8 +27,17 @@ from collections.abc import Callable
 from functools import cache
 
 from ..conf import app_settings
-from ..connection import get_redis
+from ..connection import Client, resolve_client
 from ..keys import make_key, validate_key_part
+
+__all__ = [
+    "login_key",
+    "recent_key",
+    "update_token",
+    "update_token_pipelined",
+    "viewed_key",
+    "views_key",
+]
 
 COMPONENT = "session"
 TAG = "session"
@@ -55,11 +66,11 @@ def update_token(
     user: str,
     item: str | None = None,
     *,
-    client=None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> None:
     """Record that ``user`` used ``token`` (and viewed ``item``), one command per round trip."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     _write(client, *_validated(token, user, item), clock())
 
 
@@ -68,11 +79,11 @@ def update_token_pipelined(
     user: str,
     item: str | None = None,
     *,
-    client=None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> None:
     """Do what update_token does, in one round trip (a pipeline without MULTI)."""
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     pipe = client.pipeline(transaction=False)
     _write(pipe, *_validated(token, user, item), clock())
     pipe.execute()
@@ -93,7 +104,7 @@ def _shared_keys(prefix: str) -> tuple[str, str, str]:
     return login_key(), recent_key(), views_key()
 
 
-def _write(target, token: str, user: str, item: str | None, now: float) -> None:
+def _write(target: Client, token: str, user: str, item: str | None, now: float) -> None:
     """Queue (pipeline) or send (client) the writes; the one list of commands for both."""
     login, recent, views = _shared_keys(app_settings.KEY_PREFIX)
     # The commands as they go on the wire: redis-py's helpers (hset, zadd, ...) would

@@ -1,5 +1,7 @@
 """Running statistics per hour (count, sum, sum of squares, min, max) and response times.
 
+Import: ``from redisparts_app.services.stats import update_stats, record_access_time``.
+
 ``update_stats("checkout", "amount", 12.5)`` adds a value to the statistics of the current
 clock hour (UTC hours from the epoch); ``get_stats("checkout", "amount")`` returns a
 ``Stats`` with ``mean``, ``stddev`` (sample standard deviation, n - 1, like
@@ -35,13 +37,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import redis
-from redis import Redis
 
 from .. import lua
 from ..conf import positive_int_setting
-from ..connection import get_redis
-from ..exceptions import InvalidKeyPart, InvalidStatistic
-from ..keys import make_key, validate_key_part
+from ..connection import Client, resolve_client
+from ..keys import make_key
+from ..validation import check_count, check_key_part, check_number
+
+__all__ = [
+    "Stats",
+    "access_time",
+    "get_stats",
+    "record_access_time",
+    "slowest_views",
+    "stats_context",
+    "stats_key",
+    "update_stats",
+]
 
 logger = logging.getLogger("redisparts.stats")
 
@@ -89,7 +101,7 @@ def update_stats(
     kind: str,
     value: float,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Stats:
     """Add ``value`` to the statistics of ``context``/``kind`` for this hour; return them.
@@ -97,12 +109,8 @@ def update_stats(
     The hour comes from ``clock`` (epoch seconds). One round trip (a Lua script).
     """
     context, kind = _validate_names(context, kind)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidStatistic(f"value must be a number, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value) or abs(value) > MAX_VALUE:
-        raise InvalidStatistic(f"value must be finite and at most 1e100 in size, got {value!r}")
-    client = client if client is not None else get_redis()
+    value = check_number(value, "value", minimum=-MAX_VALUE, maximum=MAX_VALUE)
+    client = resolve_client(client)
     hour = int(clock() // HOUR) * HOUR
     key = stats_key(context, kind)
     raw = lua.script(client, "stats_update")(
@@ -117,7 +125,7 @@ def get_stats(
     kind: str,
     *,
     previous: bool = False,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Stats | None:
     """Return the statistics of this hour (or the previous one), or None when there are none.
@@ -126,7 +134,7 @@ def get_stats(
     as they would be after their rollover. One round trip (a Lua script).
     """
     context, kind = _validate_names(context, kind)
-    client = client if client is not None else get_redis()
+    client = resolve_client(client)
     hour = int(clock() // HOUR) * HOUR
     wanted = hour - HOUR if previous else hour
     key = stats_key(context, kind)
@@ -140,18 +148,17 @@ def record_access_time(
     view: str,
     seconds: float,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Stats:
     """Record one response time of ``view`` and rank the view by its average this hour.
 
     Two round trips: the statistics script, then the ranking (another Cluster slot).
     """
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-        raise InvalidStatistic(f"seconds must be a non-negative number, got {seconds!r}")
-    client = client if client is not None else get_redis()
+    check_number(seconds, "seconds", minimum=0)
+    client = resolve_client(client)
     stats = update_stats(view, ACCESS_TIME, seconds, client=client, clock=clock)
-    ranking = slowest_key()
+    ranking = _slowest_key()
     # Not MULTI: Cluster clients refuse it; a trim that runs late only trims later.
     pipe = client.pipeline(transaction=False)
     pipe.zadd(ranking, {stats_context(view): stats.mean})
@@ -160,12 +167,11 @@ def record_access_time(
     return stats
 
 
-def slowest_views(limit: int = 10, *, client: Redis | None = None) -> list[tuple[str, float]]:
+def slowest_views(limit: int = 10, *, client: Client | None = None) -> list[tuple[str, float]]:
     """Return ``(view, average seconds)`` pairs, slowest first."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidStatistic(f"limit must be a positive integer, got {limit!r}")
-    client = client if client is not None else get_redis()
-    rows = client.zrevrange(slowest_key(), 0, limit - 1, withscores=True)
+    check_count(limit, "limit")
+    client = resolve_client(client)
+    rows = client.zrevrange(_slowest_key(), 0, limit - 1, withscores=True)
     return [(member.decode(), float(score)) for member, score in rows]
 
 
@@ -173,7 +179,7 @@ def slowest_views(limit: int = 10, *, client: Redis | None = None) -> list[tuple
 def access_time(
     view: str,
     *,
-    client: Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.time,
     timer: Callable[[], float] = time.perf_counter,
 ) -> Iterator[None]:
@@ -196,11 +202,8 @@ def access_time(
 
 
 def stats_context(name: str) -> str:
-    """Return ``name`` validated as a statistics context, or raise InvalidStatistic."""
-    try:
-        return validate_key_part(name, "statistics context")
-    except (InvalidKeyPart, TypeError) as exc:
-        raise InvalidStatistic(str(exc)) from exc
+    """Return ``name`` validated as a statistics context, or raise InvalidArgument."""
+    return check_key_part(name, "statistics context")
 
 
 def stats_key(context: str, kind: str) -> str:
@@ -208,18 +211,14 @@ def stats_key(context: str, kind: str) -> str:
     return make_key("stats", context, kind)
 
 
-def slowest_key() -> str:
+def _slowest_key() -> str:
     """Return the key of the slowest-views ranking."""
     return make_key("stats_rank", ACCESS_TIME, "slowest")
 
 
 def _validate_names(context: str, kind: str) -> tuple[str, str]:
     context = stats_context(context)
-    try:
-        kind = validate_key_part(kind, "statistics kind")
-    except (InvalidKeyPart, TypeError) as exc:
-        raise InvalidStatistic(str(exc)) from exc
-    return context, kind
+    return context, check_key_part(kind, "statistics kind")
 
 
 def _parse(fields: dict[bytes, bytes]) -> Stats:

@@ -1,9 +1,20 @@
-"""Template helpers of the Redis parts admin: times in seconds since the epoch, task arguments."""
+"""Template helpers of the Redis parts admin: times in seconds since the epoch, task arguments.
+
+Use: ``{% load redisparts_admin %}`` in a template.
+"""
 
 import datetime
 import json
+from typing import Any
 
 from django import template
+
+__all__ = [
+    "arguments",
+    "seconds_since",
+    "seconds_until",
+    "timestamp",
+]
 
 register = template.Library()
 
@@ -18,7 +29,7 @@ def timestamp(value: float | None) -> str:
 
 
 @register.filter
-def arguments(task) -> str:
+def arguments(task: Any) -> str:
     """A task's arguments as compact JSON: ``[args] {kwargs}``."""
     text = json.dumps(task.args, ensure_ascii=False)
     if task.kwargs:

@@ -1,23 +1,37 @@
 """Throwaway redis-server processes for test suites (this project's and yours).
 
+Import: ``from redisparts_app.testing import RedisServer, LocalCluster, SentinelSetup``.
+
 Each server is a child process bound to loopback (or a unix socket only), with
 its files in a directory the caller owns; nothing is daemonized, so a crashed
 test run leaves no server behind once its process group is gone.
 """
 
+import functools
 import os
 import random
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import redis
 
+from ..connection import Client
 from ..embedded import find_redis_server
+
+__all__ = [
+    "LocalCluster",
+    "RedisServer",
+    "SentinelServer",
+    "SentinelSetup",
+    "free_port",
+    "start_replica",
+    "wait_until",
+]
 
 
 def _is_free(port: int) -> bool:
@@ -93,7 +107,7 @@ class RedisServer:
             args += ["--unixsocket", str(self.socket), "--unixsocketperm", "700"]
         return args + self.args
 
-    def start(self, timeout: float = 10.0) -> "RedisServer":
+    def start(self, timeout: float = 10.0) -> Self:
         """Start the process and wait until it answers PING."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
@@ -155,14 +169,16 @@ class RedisServer:
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
-    def __enter__(self) -> "RedisServer":
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
-def wait_until(condition, timeout: float, what: str, interval: float = 0.05) -> None:
+def wait_until(
+    condition: Callable[[], object], timeout: float, what: str, interval: float = 0.05
+) -> None:
     """Poll ``condition()`` until it is true; raise RuntimeError naming ``what`` on timeout."""
     deadline = time.monotonic() + timeout
     while not condition():
@@ -267,13 +283,13 @@ class LocalCluster:
             with replica.client() as client:
                 # The replica may not have learnt the master's id yet: retry until it has.
                 wait_until(
-                    lambda c=client, m=master_id: self._try_replicate(c, m),
+                    functools.partial(self._try_replicate, client, master_id),
                     timeout,
                     f"CLUSTER REPLICATE of {replica.port}",
                 )
 
     @staticmethod
-    def _try_replicate(client: redis.Redis, master_id: str) -> bool:
+    def _try_replicate(client: Client, master_id: str) -> bool:
         try:
             client.execute_command("CLUSTER REPLICATE", master_id)
         except redis.ResponseError:
@@ -301,7 +317,8 @@ class LocalCluster:
         from redis.cluster import ClusterNode, RedisCluster
 
         nodes = [ClusterNode(node.host, node.port) for node in self.nodes]
-        return RedisCluster(startup_nodes=nodes, **kwargs)
+        # redis-py 5.2 declares connection_pool abstract on its cluster client.
+        return RedisCluster(startup_nodes=nodes, **kwargs)  # type: ignore[abstract]
 
     def stop(self) -> None:
         for node in reversed(self.nodes):
