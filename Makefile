@@ -10,7 +10,7 @@ help:
 	@echo "make demo   run the demo site with the embedded Redis at http://127.0.0.1:8000"
 	@echo "make test   run the whole test suite against Redis servers it starts itself"
 	@echo "make docs   build the documentation site into var/docs/html (warnings are errors)"
-	@echo "make lint   ruff check and format check"
+	@echo "make lint   ruff check, format check and mypy"
 	@echo "make bench  run every benchmark (ONLY=locks,semaphores QUICK=1 to narrow it)"
 	@echo "make load   serve the demo with gunicorn and run locust on it; report in var/load/"
 
@@ -28,6 +28,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
+	$(BIN)/python -m mypy
 	$(BIN)/python -m sphinx -W --keep-going -q -b html docs var/docs/html
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(BIN)/python -m pytest tests/demo --ds=tests.demo.settings $(PYTEST_ARGS)
@@ -39,6 +40,7 @@ docs: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
+	$(BIN)/python -m mypy
 
 format: $(STAMP)
 	$(BIN)/python -m ruff format .

@@ -1,7 +1,5 @@
 """Request middleware of the app; add what you use to ``MIDDLEWARE``, in this order::
 
-Import: ``from redisparts_app.middleware import PresenceMiddleware``.
-
     MIDDLEWARE = [
         ...,  # after AuthenticationMiddleware
         "redisparts_app.middleware.RedisUnavailableMiddleware",
@@ -15,6 +13,8 @@ Import: ``from redisparts_app.middleware import PresenceMiddleware``.
 - ``MaintenanceMiddleware``: the maintenance page while the maintenance flag is set.
 - ``PresenceMiddleware``: records signed-in users' activity (who is online).
 - ``ResponseTimeMiddleware``: each view's response time in the hourly statistics.
+
+Import: ``from redisparts_app.middleware import PresenceMiddleware``.
 """
 
 import logging

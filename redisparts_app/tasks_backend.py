@@ -42,16 +42,16 @@ from .services.tasks import TaskQueue
 from .services.tasks.queue import new_task_id
 
 try:  # Django 6 ships the API; Django 5.2 uses the backport.
-    from django.tasks.backends.base import BaseTaskBackend
-    from django.tasks.base import (
+    from django.tasks.backends.base import BaseTaskBackend  # type: ignore[import-untyped]
+    from django.tasks.base import (  # type: ignore[import-untyped]
         DEFAULT_TASK_PRIORITY,
         TaskContext,
         TaskError,
         TaskResult,
         TaskResultStatus,
     )
-    from django.tasks.exceptions import TaskResultDoesNotExist
-    from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.tasks.exceptions import TaskResultDoesNotExist  # type: ignore[import-untyped]
+    from django.tasks.signals import task_enqueued, task_finished, task_started  # type: ignore[import-untyped]
 except ImportError:
     from django_tasks.backends.base import BaseTaskBackend
     from django_tasks.base import (

@@ -21,10 +21,15 @@ from urllib.parse import urlencode
 import redis
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.views.decorators.http import require_POST
 
 from ..conf import app_settings
 from ..exceptions import InvalidConfig, RedisPartsError, TaskNotFound
@@ -104,7 +109,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
     def get_urls(self) -> list:
         # Only our pages: the default change and delete views would query a table that
         # does not exist.
-        routes = [
+        routes: list[tuple[str, Callable[..., HttpResponse], str]] = [
             ("queues/", self.queues_view, "queues"),
             ("queues/<str:group>/<str:queue>/", self.peek_view, "peek"),
             ("tasks/", self.tasks_view, "tasks"),
@@ -290,7 +295,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
         self, request: HttpRequest, group: str, task_id: str, action: str
     ) -> HttpResponse:
         if request.method != "POST":
-            return require_POST(lambda r: None)(request)  # 405 with an Allow header
+            return HttpResponseNotAllowed(["POST"])
         self._check_change(request)
         queue = self._group(request, group)
         back = request.POST.get("next", "")
@@ -475,8 +480,8 @@ class RedisPartsAdmin(admin.ModelAdmin):
             initial = {"kind": kind, "name": name, "value": "{}"}
             if kind and name:
                 try:
-                    stored = config.get_config(kind, name, wait=0)
-                    initial["value"] = json.dumps(stored, indent=2, ensure_ascii=False)
+                    current = config.get_config(kind, name, wait=0)
+                    initial["value"] = json.dumps(current, indent=2, ensure_ascii=False)
                 except (RedisPartsError, ValueError) as exc:
                     messages.error(request, str(exc))
             form = ConfigForm(initial=initial)
@@ -500,7 +505,7 @@ class RedisPartsAdmin(admin.ModelAdmin):
 
     def maintenance_view(self, request: HttpRequest) -> HttpResponse:
         if request.method != "POST":
-            return require_POST(lambda r: None)(request)
+            return HttpResponseNotAllowed(["POST"])
         self._check_change(request)
         back = reverse("admin:redisparts_config")
         if request.POST.get("action") == "clear":
@@ -512,7 +517,9 @@ class RedisPartsAdmin(admin.ModelAdmin):
             return HttpResponseRedirect(back)
         form = MaintenanceForm(request.POST)
         if not form.is_valid():
-            problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+            problems = "; ".join(
+                f"{k}: {' '.join(str(e) for e in v)}" for k, v in form.errors.items()
+            )
             messages.error(request, f"Maintenance mode not changed: {problems}")
             return HttpResponseRedirect(back)
         config.set_maintenance(

@@ -59,7 +59,11 @@ class MaintenanceForm(forms.Form):
 
 class AutocompleteForm(forms.Form):
     guild = forms.CharField(max_length=200)
-    prefix = forms.CharField(label="Type a name", max_length=200, required=False, strip=False)
+    # The metaclass takes the field out of the class: Form.prefix (the HTML name prefix)
+    # stays what Django sets; only the type checker sees the two names meet.
+    prefix = forms.CharField(  # type: ignore[assignment]
+        label="Type a name", max_length=200, required=False, strip=False
+    )
 
     def clean_guild(self) -> str:
         return _key_part(self.cleaned_data["guild"], "guild")

@@ -80,13 +80,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 from redis.client import Pipeline
 
 from .. import keys, lua
 from ..conf import app_settings
-from ..connection import get_redis, on_slot
+from ..connection import Client, on_slot, resolve_client
 from ..exceptions import (
     InsufficientFunds,
     InvalidPrice,
@@ -222,16 +223,16 @@ def validate_price(value: object, kind: str = "price", *, allow_zero: bool = Fal
     return value
 
 
-def _client(client: redis.Redis | None) -> redis.Redis:
-    return client if client is not None else get_redis()
+def _client(client: Client | None) -> Client:
+    return resolve_client(client)
 
 
-def _require_user(client: redis.Redis, user: str) -> None:
+def _require_user(client: Client, user: str) -> None:
     if not client.exists(user_key(user)):
         raise UnknownUser(user)
 
 
-def create_user(name: str, funds: int = 0, *, client: redis.Redis | None = None) -> None:
+def create_user(name: str, funds: int = 0, *, client: Client | None = None) -> None:
     """Create user ``name`` with ``funds`` cents; raise UserExists if the name is taken."""
     name = keys.validate_key_part(name, "user")
     funds = validate_price(funds, "funds", allow_zero=True)
@@ -245,7 +246,7 @@ def create_user(name: str, funds: int = 0, *, client: redis.Redis | None = None)
         raise UserExists(name)
 
 
-def give_item(user: str, item: str, *, client: redis.Redis | None = None) -> bool:
+def give_item(user: str, item: str, *, client: Client | None = None) -> bool:
     """Put a new ``item`` in ``user``'s inventory; return False when it was already there.
 
     Raise ItemListed when the user has an item of that name on the market (a
@@ -264,7 +265,7 @@ def give_item(user: str, item: str, *, client: redis.Redis | None = None) -> boo
     return code == 1
 
 
-def get_funds(user: str, *, client: redis.Redis | None = None) -> int:
+def get_funds(user: str, *, client: Client | None = None) -> int:
     """Return ``user``'s funds in cents; raise UnknownUser."""
     user = keys.validate_key_part(user, "user")
     funds = _client(client).hget(user_key(user), "funds")
@@ -273,7 +274,7 @@ def get_funds(user: str, *, client: redis.Redis | None = None) -> int:
     return int(funds)
 
 
-def get_inventory(user: str, *, client: redis.Redis | None = None) -> list[str]:
+def get_inventory(user: str, *, client: Client | None = None) -> list[str]:
     """Return the items ``user`` holds (not those listed), sorted by name."""
     user = keys.validate_key_part(user, "user")
     client = _client(client)
@@ -282,7 +283,7 @@ def get_inventory(user: str, *, client: redis.Redis | None = None) -> list[str]:
 
 
 def get_listings(
-    offset: int = 0, limit: int = 50, *, client: redis.Redis | None = None
+    offset: int = 0, limit: int = 50, *, client: Client | None = None
 ) -> list[Listing]:
     """Return up to ``limit`` listings from ``offset``, cheapest first (ties by member)."""
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
@@ -297,12 +298,12 @@ def get_listings(
     return listings
 
 
-def count_listings(*, client: redis.Redis | None = None) -> int:
+def count_listings(*, client: Client | None = None) -> int:
     """Return the number of items on the market."""
     return _client(client).zcard(listings_key())
 
 
-def get_price(item: str, seller: str, *, client: redis.Redis | None = None) -> int | None:
+def get_price(item: str, seller: str, *, client: Client | None = None) -> int | None:
     """Return the listed price of ``item`` by ``seller`` in cents, or None when not listed."""
     item = keys.validate_key_part(item, "item")
     seller = keys.validate_key_part(seller, "user")
@@ -315,7 +316,7 @@ def list_item(
     item: str,
     price: int,
     *,
-    client: redis.Redis | None = None,
+    client: Client | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> int:
     """Move ``item`` from ``seller``'s inventory to the market at ``price`` cents.
@@ -352,7 +353,7 @@ def list_item(
 
 
 def _retry_on_conflict(
-    client: redis.Redis,
+    client: Client,
     attempt: Callable[[Pipeline], None],
     what: str,
     clock: Callable[[], float] = time.monotonic,
@@ -371,7 +372,7 @@ def _retry_on_conflict(
                     raise MarketBusy(f"{what} kept conflicting for {retries} retries") from exc
 
 
-def cancel_listing(seller: str, item: str, *, client: redis.Redis | None = None) -> None:
+def cancel_listing(seller: str, item: str, *, client: Client | None = None) -> None:
     """Withdraw ``seller``'s own listing of ``item`` and return the item to their inventory.
 
     Only the owner can cancel: the listing is addressed by its seller. Raise
@@ -404,7 +405,7 @@ def purchase(
     expected_price: int,
     *,
     strategy: str | None = None,
-    client: redis.Redis | None = None,
+    client: Client | None = None,
 ) -> Purchase:
     """Buy ``item`` listed by ``seller`` if it still costs ``expected_price`` cents.
 
@@ -442,7 +443,7 @@ def new_sale_id() -> str:
 _LUA_REFUSALS = {-1: "not listed", -2: "funds", -3: "unknown buyer"}
 
 
-def _purchase_lua(client: redis.Redis, order: _Order) -> int:
+def _purchase_lua(client: Client, order: _Order) -> int:
     code, value = lua.script(client, "market_purchase")(
         keys=[
             listings_key(),
@@ -473,14 +474,14 @@ def _purchase_lua(client: redis.Redis, order: _Order) -> int:
     raise UnknownUser(order.buyer)
 
 
-def _purchase_watch(client: redis.Redis, order: _Order) -> int:
+def _purchase_watch(client: Client, order: _Order) -> int:
     """Check and commit under WATCH of the market and the buyer; return the retries."""
     market, buyer = listings_key(), user_key(order.buyer)
     inventory = inventory_key(order.buyer)
     member = listing_member(order.item, order.seller)
     record, sold_at = order.sale.record(), int(order.sale.sold_at * 1000)
 
-    def attempt(pipe: Pipeline) -> None:
+    def attempt(pipe: Any) -> None:  # a Pipeline in immediate mode: replies, not awaitables
         # The seller's funds only grow by commutative HINCRBY, so they need no WATCH;
         # the buyer's inventory is watched for the one-item-per-name check.
         pipe.watch(market, buyer, inventory)
@@ -521,7 +522,7 @@ def lock_name(item: str, seller: str, strategy: str) -> str:
     return f"market-item-{int.from_bytes(digest[:4], 'big') % ITEM_LOCK_STRIPES}"
 
 
-def _purchase_locked(client: redis.Redis, order: _Order, strategy: str) -> int:
+def _purchase_locked(client: Client, order: _Order, strategy: str) -> int:
     name = lock_name(order.item, order.seller, strategy)
     wait = app_settings.MARKET_LOCK_WAIT
     retries: int | None = None
@@ -541,7 +542,7 @@ def _purchase_locked(client: redis.Redis, order: _Order, strategy: str) -> int:
 # --- the outbox and the notice markers ---------------------------------------------------
 
 
-def pending_sales(limit: int = 100, *, client: redis.Redis | None = None) -> list[Sale]:
+def pending_sales(limit: int = 100, *, client: Client | None = None) -> list[Sale]:
     """Return up to ``limit`` sales not yet relayed, oldest first."""
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise ValueError(f"limit must be an integer from 1 to {MAX_PAGE}, got {limit!r}")
@@ -549,13 +550,13 @@ def pending_sales(limit: int = 100, *, client: redis.Redis | None = None) -> lis
     return [Sale.from_record(raw) for raw in rows]
 
 
-def count_pending_sales(*, client: redis.Redis | None = None) -> int:
+def count_pending_sales(*, client: Client | None = None) -> int:
     """Return the number of sales in the outbox."""
     return _client(client).zcard(outbox_key())
 
 
 def relay_sales(
-    deliver: Callable[[Sale], object], limit: int = 100, *, client: redis.Redis | None = None
+    deliver: Callable[[Sale], object], limit: int = 100, *, client: Client | None = None
 ) -> int:
     """Hand up to ``limit`` pending sales, oldest first, to ``deliver``; return how many.
 
@@ -578,7 +579,7 @@ def relay_sales(
 
 
 def relay_sale(
-    sale: Sale, deliver: Callable[[Sale], object], *, client: redis.Redis | None = None
+    sale: Sale, deliver: Callable[[Sale], object], *, client: Client | None = None
 ) -> bool:
     """Deliver one sale now (the fast path after a purchase) and drop its outbox record.
 
@@ -592,7 +593,7 @@ def relay_sale(
 SENT = b"sent"
 
 
-def begin_notice(sale_id: str, claim_ttl: float, *, client: redis.Redis | None = None) -> str:
+def begin_notice(sale_id: str, claim_ttl: float, *, client: Client | None = None) -> str:
     """Claim the sending of the sale's notice; return a claim token, "sent" or "busy".
 
     A token: send, then call finish_notice (or abandon_notice on failure).
@@ -612,14 +613,14 @@ def begin_notice(sale_id: str, claim_ttl: float, *, client: redis.Redis | None =
     return "sent" if client.get(key) == SENT else "busy"
 
 
-def finish_notice(sale_id: str, keep: float, *, client: redis.Redis | None = None) -> None:
+def finish_notice(sale_id: str, keep: float, *, client: Client | None = None) -> None:
     """Mark the sale's notice sent for ``keep`` seconds (redeliveries within it send nothing)."""
     if not isinstance(keep, (int, float)) or isinstance(keep, bool) or keep <= 0:
         raise ValueError(f"keep must be a positive number of seconds, got {keep!r}")
     _client(client).set(notice_key(sale_id), SENT, px=max(1, int(keep * 1000)))
 
 
-def abandon_notice(sale_id: str, token: str, *, client: redis.Redis | None = None) -> bool:
+def abandon_notice(sale_id: str, token: str, *, client: Client | None = None) -> bool:
     """Drop the claim ``token`` (the send failed) so a retry may send; False if not held."""
     client = _client(client)
     return bool(

@@ -1,8 +1,9 @@
 import json
 from pathlib import Path
+from typing import Any
 
 import redis
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from redisparts_app.exceptions import RedisPartsError
 from redisparts_app.management.progress import progress_bar
@@ -20,7 +21,7 @@ BATCH = 500
 class Command(BaseCommand):
     help = "Load a guild's member names from a file, complete a prefix, or purge stale sentinels."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("guild", help="guild whose address book to use")
         parser.add_argument(
             "--load", metavar="FILE", help="UTF-8 file with one member name per line to join"
@@ -44,7 +45,18 @@ class Command(BaseCommand):
         )
         parser.add_argument("--json", action="store_true", dest="as_json", help="print JSON")
 
-    def handle(self, *args, guild, load, query, limit, method, purge_sentinels, as_json, **opts):
+    def handle(
+        self,
+        *args: Any,
+        guild: Any,
+        load: Any,
+        query: Any,
+        limit: Any,
+        method: Any,
+        purge_sentinels: Any,
+        as_json: Any,
+        **opts: Any,
+    ) -> None:
         if load is None and query is None and purge_sentinels is None:
             raise CommandError(
                 "nothing to do: give --load, --query or --purge-sentinels", returncode=2

@@ -1,5 +1,7 @@
+from typing import Any
+
 import redis
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import BackupError, ConnectionNotConfigured, shorten
@@ -11,7 +13,7 @@ class Command(BaseCommand):
     help = "Snapshot Redis with BGSAVE and copy dump.rdb, with its SHA-256, into a folder."
     requires_system_checks = ()
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("destination", help="folder for the copy (created if missing)")
         parser.add_argument(
             "--connection",
@@ -25,7 +27,15 @@ class Command(BaseCommand):
             help="seconds to wait for BGSAVE (default: REDISPARTS['BACKUP_TIMEOUT'])",
         )
 
-    def handle(self, *args, destination, connection, timeout, verbosity, **options):
+    def handle(
+        self,
+        *args: Any,
+        destination: Any,
+        connection: Any,
+        timeout: Any,
+        verbosity: Any,
+        **options: Any,
+    ) -> None:
         if timeout is not None and timeout <= 0:
             raise CommandError("--timeout must be a positive number of seconds", returncode=2)
         bar = progress_bar(

@@ -1,10 +1,11 @@
 import signal
 import threading
 import time
+from typing import Any
 
 import redis
 from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import RedisPartsError
@@ -24,7 +25,7 @@ class Command(BaseCommand):
         "forget empty counters, once (--once) or every --interval seconds until stopped."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--interval",
             type=float,
@@ -33,7 +34,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--once", action="store_true", help="run one pass and exit")
 
-    def handle(self, *args, interval: float, once: bool, verbosity: int, **options):
+    def handle(
+        self, *args: Any, interval: float, once: bool, verbosity: int, **options: Any
+    ) -> None:
         if not interval > 0:
             raise CommandError(
                 f"--interval must be a positive number of seconds, got {interval}", returncode=2
@@ -73,7 +76,7 @@ class Command(BaseCommand):
             if in_main:
                 signal.signal(signal.SIGTERM, previous)
 
-    def _pass(self, client, pass_number: int, interval: float, verbosity: int) -> CleanReport:
+    def _pass(self, client: Any, pass_number: int, interval: float, verbosity: int) -> CleanReport:
         with progress_bar(
             stream=self.stderr,
             total=index_size(client=client),

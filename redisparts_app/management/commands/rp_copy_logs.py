@@ -1,7 +1,8 @@
 from pathlib import Path
+from typing import Any
 
 import redis
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import RedisPartsError, shorten
@@ -15,7 +16,7 @@ class Command(BaseCommand):
         "N processors through a channel, holding at most --limit bytes at once."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("folder", help="folder whose files are distributed, by name order")
         parser.add_argument("--channel", required=True, help="channel (chat) name, unused so far")
         parser.add_argument(
@@ -36,7 +37,17 @@ class Command(BaseCommand):
             help="give up when no processor finishes a file for this many seconds",
         )
 
-    def handle(self, *args, folder, channel, processors, limit, chunk_size, timeout, **options):
+    def handle(
+        self,
+        *args: Any,
+        folder: Any,
+        channel: Any,
+        processors: Any,
+        limit: Any,
+        chunk_size: Any,
+        timeout: Any,
+        **options: Any,
+    ) -> None:
         if processors < 1 or limit < 1 or (chunk_size is not None and chunk_size < 1):
             raise CommandError("--processors, --limit and --chunk-size must be >= 1", returncode=2)
         if timeout is not None and timeout <= 0:

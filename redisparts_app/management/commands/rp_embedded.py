@@ -1,6 +1,7 @@
 import json
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from redisparts_app.embedded import EmbeddedRedis
 from redisparts_app.exceptions import RedisPartsError
@@ -11,7 +12,7 @@ class Command(BaseCommand):
     # The checks would report the stopped server this command is about to start.
     requires_system_checks = ()
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["start", "stop", "status"])
         parser.add_argument(
             "--data-dir",
@@ -22,7 +23,7 @@ class Command(BaseCommand):
             "--json", action="store_true", dest="as_json", help="print status as JSON"
         )
 
-    def handle(self, *args, action, data_dir, as_json, **options):
+    def handle(self, *args: Any, action: Any, data_dir: Any, as_json: Any, **options: Any) -> None:
         try:
             server = EmbeddedRedis(data_dir) if data_dir else EmbeddedRedis.from_settings()
             if action == "start":

@@ -1,5 +1,7 @@
+from typing import Any
+
 import redis
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import RedisPartsError, shorten
@@ -13,7 +15,7 @@ class Command(BaseCommand):
         "(the shipped sample with --sample)."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "blocks",
             nargs="?",
@@ -34,7 +36,17 @@ class Command(BaseCommand):
             "--batch-size", type=int, default=1000, help="rows per pipelined write (default 1000)"
         )
 
-    def handle(self, *args, blocks, locations, sample, encoding, batch_size, verbosity, **options):
+    def handle(
+        self,
+        *args: Any,
+        blocks: Any,
+        locations: Any,
+        sample: Any,
+        encoding: Any,
+        batch_size: Any,
+        verbosity: Any,
+        **options: Any,
+    ) -> None:
         if sample == bool(blocks or locations):
             raise CommandError("give either --sample or both BLOCKS and LOCATIONS", returncode=2)
         if not sample and not (blocks and locations):
@@ -89,6 +101,6 @@ class Command(BaseCommand):
         )
 
 
-def _count_lines(path) -> int:
+def _count_lines(path: Any) -> int:
     with open(path, "rb") as f:
         return sum(1 for _ in f)

@@ -1,8 +1,9 @@
 import dataclasses
 import json
+from typing import Any
 
 import redis
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from redisparts_app.connection import get_redis
 from redisparts_app.services.locks import held_locks
@@ -11,12 +12,12 @@ from redisparts_app.services.locks import held_locks
 class Command(BaseCommand):
     help = "List the distributed locks held right now: name, owner token, TTL left, fence."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--json", action="store_true", dest="as_json", help="print JSON instead of a table"
         )
 
-    def handle(self, *args, as_json, **options):
+    def handle(self, *args: Any, as_json: Any, **options: Any) -> None:
         try:
             client = get_redis()
             client.ping()

@@ -1,5 +1,7 @@
+from typing import Any
+
 import redis
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.module_loading import import_string
 
 from redisparts_app.connection import get_redis
@@ -14,7 +16,7 @@ class Command(BaseCommand):
         "lines, or feed them to an aggregator class."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--channel", required=True, help="channel (chat) name")
         parser.add_argument(
             "--id", required=True, dest="processor_id", help="this processor's id (0 … N-1)"
@@ -34,7 +36,16 @@ class Command(BaseCommand):
             "--timeout", type=float, help="give up when the channel does not appear in time"
         )
 
-    def handle(self, *args, channel, processor_id, aggregate, block_size, timeout, **options):
+    def handle(
+        self,
+        *args: Any,
+        channel: Any,
+        processor_id: Any,
+        aggregate: Any,
+        block_size: Any,
+        timeout: Any,
+        **options: Any,
+    ) -> None:
         if block_size is not None and block_size < 1:
             raise CommandError("--block-size must be >= 1", returncode=2)
         if timeout is not None and timeout <= 0:

@@ -1,4 +1,6 @@
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from redisparts_app.exceptions import RedisPartsError
 from redisparts_app.services.tasks import Scheduler
@@ -12,7 +14,7 @@ class Command(BaseCommand):
         "died, until SIGTERM or Ctrl-C; several schedulers may run at once."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--group", help="queue group (default: REDISPARTS['QUEUE_GROUP'])")
         parser.add_argument(
             "--max-wait",
@@ -26,7 +28,16 @@ class Command(BaseCommand):
             "--no-reap", dest="reap", action="store_false", help="do not requeue expired leases"
         )
 
-    def handle(self, *args, group, max_wait, once, reap, verbosity, **options):
+    def handle(
+        self,
+        *args: Any,
+        group: Any,
+        max_wait: Any,
+        once: Any,
+        reap: Any,
+        verbosity: Any,
+        **options: Any,
+    ) -> None:
         try:
             scheduler = Scheduler(group, max_wait=max_wait, reap=reap)
         except (RedisPartsError, ValueError) as exc:

@@ -1,8 +1,9 @@
 import dataclasses
 import json
+from typing import Any
 
 import redis
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import InvalidKeyPart
@@ -12,7 +13,7 @@ from redisparts_app.services import semaphores
 class Command(BaseCommand):
     help = "List counting semaphores and their live holders (id, age, expiry, ticket, reason)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "names", nargs="*", metavar="NAME", help="semaphores to show (default: all in use)"
         )
@@ -20,7 +21,7 @@ class Command(BaseCommand):
             "--json", action="store_true", dest="as_json", help="print JSON instead of a table"
         )
 
-    def handle(self, *args, names, as_json, **options):
+    def handle(self, *args: Any, names: Any, as_json: Any, **options: Any) -> None:
         try:
             client = get_redis()
             client.ping()

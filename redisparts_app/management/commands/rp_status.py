@@ -1,7 +1,8 @@
 import json
+from typing import Any
 
 import redis
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import ConnectionNotConfigured
@@ -16,7 +17,7 @@ class Command(BaseCommand):
     # The connectivity check would only repeat, as a warning, what this command reports.
     requires_system_checks = ()
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--connection",
             default=None,
@@ -26,7 +27,7 @@ class Command(BaseCommand):
             "--json", action="store_true", dest="as_json", help="print the status as JSON"
         )
 
-    def handle(self, *args, connection, as_json, **options):
+    def handle(self, *args: Any, connection: Any, as_json: Any, **options: Any) -> None:
         try:
             statuses = node_statuses(client=get_redis(connection))
         except ConnectionNotConfigured as exc:
@@ -41,7 +42,7 @@ class Command(BaseCommand):
         for status in statuses:
             self._write(status)
 
-    def _write(self, status):
+    def _write(self, status: Any) -> None:
         node = status.pop("node")
         if node is not None:
             self.stdout.write(f"{'node':>24}: {node}")

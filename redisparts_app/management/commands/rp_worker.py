@@ -1,7 +1,8 @@
 import logging
 from importlib import import_module
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.module_loading import autodiscover_modules
 
 from redisparts_app.exceptions import RedisPartsError
@@ -17,7 +18,7 @@ class Command(BaseCommand):
         "once); waits and retries while Redis is unreachable."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "queues", nargs="*", default=["default"], help="queue names, highest priority first"
         )
@@ -68,7 +69,18 @@ class Command(BaseCommand):
             "tasks module is imported anyway",
         )
 
-    def handle(self, *args, queues, group, burst, max_tasks, lease, modules, verbosity, **opts):
+    def handle(
+        self,
+        *args: Any,
+        queues: Any,
+        group: Any,
+        burst: Any,
+        max_tasks: Any,
+        lease: Any,
+        modules: Any,
+        verbosity: Any,
+        **opts: Any,
+    ) -> None:
         if max_tasks is not None and max_tasks < 1:
             raise CommandError(f"--max-tasks must be at least 1, got {max_tasks}", returncode=2)
         for module in modules:

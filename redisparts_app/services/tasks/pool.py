@@ -363,10 +363,10 @@ class PreforkPool(Pool):
             timeout = max(0.0, min(timeout, min(deadlines) - time.monotonic()))
         ended: list[Outcome] = []
         if not overdue:
-            for connection in wait(list(busy), timeout):
-                child = busy[connection]
+            for ready in wait(list(busy), timeout):
+                child = busy[ready]  # one of the connections given
                 try:
-                    outcome = connection.recv()
+                    outcome: Outcome = child.connection.recv()
                 except (EOFError, OSError):
                     ended.append(self._replace(child, self._died(child)))
                     continue
@@ -378,6 +378,7 @@ class PreforkPool(Pool):
         return ended
 
     def _killed(self, child: _Child) -> str:
+        assert child.record is not None
         _, hard = time_limits(child.record, self.soft, self.hard)
         child.process.kill()
         return f"TimeLimitExceeded: hard time limit ({hard:g} s) exceeded; the process was killed"
@@ -389,6 +390,7 @@ class PreforkPool(Pool):
 
     def _replace(self, child: _Child, reason: str) -> Outcome:
         record = child.record
+        assert record is not None
         child.process.join(5)
         child.connection.close()
         index = self._children.index(child)

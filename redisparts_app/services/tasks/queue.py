@@ -302,7 +302,7 @@ class TaskQueue:
             argv.append(1)
 
         def push() -> str:
-            if wait_replicas:
+            if wait_replicas and wait_timeout is not None:  # the timeout was checked above
                 holder = self._push_replicated(keys, argv, wait_replicas, wait_timeout)
             else:
                 _stored, holder = lua.script(self.client, "queue_enqueue")(keys=keys, args=argv)
@@ -667,9 +667,12 @@ class TaskQueue:
 
 
 def _page(start: object, count: object) -> tuple[int, int]:
+    checked = []
     for value, what in ((start, "start"), (count, "count")):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise InvalidTask(f"{what} must be a non-negative integer, got {value!r}")
-    if count == 0 or count > 1000:
-        raise InvalidTask(f"count must be between 1 and 1000, got {count}")
-    return start, count  # type: ignore[return-value]
+        checked.append(value)
+    first, size = checked
+    if size == 0 or size > 1000:
+        raise InvalidTask(f"count must be between 1 and 1000, got {size}")
+    return first, size

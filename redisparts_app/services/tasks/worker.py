@@ -425,7 +425,7 @@ class Scheduler(_Stoppable):
                 if burst:
                     break
                 if wait:
-                    self._guarded(backoff, lambda w=wait: self.queue.wait_for_schedule(w))
+                    self._guarded(backoff, functools.partial(self.queue.wait_for_schedule, wait))
         return self.moved
 
 
