@@ -105,7 +105,7 @@ DEFAULTS: dict[str, Any] = {
     # Task queues (services/tasks): queue group (hash tag) used when none is given.
     "QUEUE_GROUP": "default",
     # Seconds a worker holds a task before the reaper may hand it to another worker;
-    # the worker extends it every third of this while the task runs.
+    # the worker's heartbeat extends it while the task runs.
     "QUEUE_LEASE": 60.0,
     # Seconds between a worker's heartbeats (which also extend its tasks' leases), and
     # seconds without one after which the reaper hands a worker's tasks to others.

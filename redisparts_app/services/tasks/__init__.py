@@ -9,10 +9,11 @@ a failed registry and quarantine, with at-least-once delivery.
     send_sold_email.enqueue(7, "sword", 120, 9)       # on commit inside a transaction
     send_sold_email.enqueue_in(30, 7, "sword", 120, 9)  # due in 30 s
 
-Run ``manage.py rp_worker email default`` (queues in priority order) and
-``manage.py rp_scheduler``. ``TaskQueue`` (queue.py) holds the keys and the
-operations, including the admin's listing, requeue and delete; ``Worker`` and
-``Scheduler`` (worker.py) the loops and their guarantees.
+Run ``manage.py rp_worker email default`` (queues in priority order; ``--concurrency``,
+``--pool``, ``--time-limit``) and ``manage.py rp_scheduler``. ``TaskQueue`` (queue.py)
+holds the keys and the operations, including the admin's listing, requeue and delete;
+``Worker`` and ``Scheduler`` (worker.py) the loops and their guarantees; the pools,
+time limits and how one task runs are in pool.py.
 """
 
 from typing import Any

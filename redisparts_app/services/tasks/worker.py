@@ -1,32 +1,35 @@
 """``Worker`` runs tasks from several queues in priority order; ``Scheduler`` moves due
-delayed tasks and reaps expired leases.
+delayed tasks and reaps the tasks of expired leases and dead workers.
 
-Delivery is at least once: tasks move from their queue to the group's in-flight
-set in one atomic step (a Lua script over queues of one hash tag), under a lease
-the worker extends from a heartbeat thread until it records them. A worker claims
-a batch of ready tasks in that one step: as many as its recent tasks suggest it
-runs in ``batch_window`` seconds, at most ``batch`` (one at a time until a task
-has run, and for tasks slower than the window); done tasks are acknowledged
-together after the batch, retries and failures at once. A task delivered before
-(its worker died, or a retry) is always claimed alone. When a worker dies, the
-reaper (in every worker every ``maintenance_interval`` seconds, and in the
-scheduler at each lease deadline) puts its tasks back at the head of their queue;
-a task delivered QUEUE_MAX_DELIVERIES times whose worker died each time goes to
-quarantine instead of looping. A task that raises is retried after
-QUEUE_RETRY_DELAY · 2^(retry - 1) seconds (capped at QUEUE_RETRY_MAX_DELAY) up
-to its ``max_retries``, then lands in the failed registry with its error and
-traceback. A task may therefore run more than once (its worker died after the
-work but before recording it, or its lease expired while it still ran): write
-tasks to be idempotent.
+Delivery is at least once, and each task is acknowledged as it ends: one Lua script
+over the queues of one hash tag records the task that just ended and moves the next
+ready ones in flight under the worker's lease. A worker claims no more than its free
+slots (``concurrency``, plus ``prefetch``, 0 by default), so an idle worker always
+gets the next ready task while another runs a slow one. A SIGKILL therefore re-runs
+at most ``concurrency`` tasks: those running, or ended and not yet recorded;
+prefetched tasks that never started go back to other workers without having run.
+
+A heartbeat thread beats every QUEUE_HEARTBEAT seconds (every third of the lease if
+shorter), recording the worker alive and extending its tasks' leases; the reaper (in
+every worker every ``maintenance_interval`` seconds, and in the scheduler at least every
+``max_wait`` seconds) puts back at the head of their queue the tasks of a worker silent
+for QUEUE_WORKER_TIMEOUT seconds, whatever their lease (so within about five seconds
+of its death with the defaults), and those whose lease ran out. A task delivered
+QUEUE_MAX_DELIVERIES times whose worker died each time goes to quarantine instead of
+looping; a task delivered before (its worker died, or a retry) is always claimed
+alone. A task that raises is retried after QUEUE_RETRY_DELAY · 2^(retry - 1) seconds
+(capped at QUEUE_RETRY_MAX_DELAY) up to its ``max_retries``, then lands in the failed
+registry with its error and traceback. Time limits and pools: see ``pool.py``. Write
+tasks to be idempotent: a task may run more than once.
 
 Idle workers block on a wake-up list (BLPOP, at most ``block`` seconds), never
 busy-poll; the scheduler blocks until the next due time or lease deadline (at
 most ``max_wait`` seconds) and is woken early by an enqueue with a delay.
-SIGTERM/SIGINT finish the current task, then stop and put the batch's unstarted
-tasks back at the head of their queues; a second signal exits at once (the tasks
-come back through the reaper). When Redis is unreachable both log it, back off
-exponentially (0.5 s doubling to 30 s) and resume; a worker keeps retrying to
-record the outcomes of the tasks it just ran until Redis is back.
+SIGTERM/SIGINT stop claiming, let the running tasks finish and put the prefetched ones
+back at the head of their queues; a second signal exits at once (the tasks come back
+through the reaper). When Redis is unreachable both log it, back off exponentially
+(0.5 s doubling to 30 s) and resume; a worker keeps retrying to record the outcomes
+of the tasks it just ran until Redis is back.
 """
 
 import collections
@@ -193,11 +196,10 @@ class Worker(_Stoppable):
 
         ``burst``: stop once every queue is empty. ``max_tasks``: stop after that many.
         Each task is recorded as soon as it ends: a done task in the same call that
-        claims the next one. So a worker killed with SIGKILL leaves at most
-        ``concurrency + prefetch`` tasks that run again: those running, those that
-        ended but were not recorded yet, and those claimed but not started; they go to
-        other workers within QUEUE_WORKER_TIMEOUT seconds plus a reaper pass (the
-        scheduler reaps every second; workers every ``maintenance_interval``).
+        claims the next one. A worker killed with SIGKILL re-runs at most
+        ``concurrency`` tasks (running, or ended and not yet recorded); they and its
+        unstarted prefetched tasks go to other workers within QUEUE_WORKER_TIMEOUT
+        seconds plus a reaper pass.
         """
         backoff = Backoff()
         claimed = ended = 0
@@ -439,14 +441,16 @@ class _Heartbeat(threading.Thread):
         self.worker = worker
         self.interval = min(float(app_settings.QUEUE_HEARTBEAT), worker.lease / 3)
         self._done = threading.Event()
+        self._overdue_logged: set[str] = set()
 
     def run(self) -> None:
         worker = self.worker
         while not self._done.wait(self.interval):
             pool = worker._pool
             overdue = pool.overdue() if pool is not None else set()
-            for task_id in overdue:
+            for task_id in overdue - self._overdue_logged:
                 logger.error("task %s: past its hard time limit; its lease is not renewed", task_id)
+            self._overdue_logged = overdue
             task_ids = [task_id for task_id in list(worker._held) if task_id not in overdue]
             try:
                 lost = worker.queue.beat(worker.worker_id, task_ids, worker.lease)
