@@ -343,7 +343,7 @@ def test_admin_chat_pages_walk_every_node(redis_client):
     found, cursor = [], 0
     while True:
         page = listings.chat_page(cursor, count=7)
-        found += page.names
+        found += page.items
         cursor = page.cursor
         if cursor == 0:
             break

@@ -29,7 +29,7 @@ redis-py's cluster client splits per node: not a snapshot, and not one on a serv
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..conf import app_settings
 from ..connection import Client, resolve_client
@@ -54,6 +54,8 @@ __all__ = [
     "tag_pattern",
 ]
 
+T = TypeVar("T")
+
 # Keys SCAN looks at per call of a full walk (``stats_entries``).
 SCAN_BATCH = 500
 # Most SCAN calls one page makes, so a sparse keyspace cannot keep a request busy; the
@@ -64,10 +66,10 @@ MAX_PAGE_SIZE = 1000
 
 
 @dataclass(frozen=True)
-class Page:
-    """Names found by one page of a SCAN walk; ``cursor`` 0 means the walk is over."""
+class Page(Generic[T]):
+    """What one page of a SCAN walk found; ``cursor`` 0 means the walk is over."""
 
-    names: list[str]
+    items: list[T]
     cursor: int
 
 
@@ -96,7 +98,7 @@ def _scan_page(
     count: int = 50,
     *,
     client: Client | None = None,
-) -> Page:
+) -> Page[str]:
     """Return up to about ``count`` tags of keys ``<prefix>:<component>:{<tag>}:<roles>``.
 
     Start with ``cursor`` 0 and pass the returned cursor for the next page; sorted
@@ -109,7 +111,7 @@ def _scan_page(
 
 def lock_page(
     cursor: int = 0, count: int = 50, *, client: Client | None = None
-) -> tuple[list[locks.HeldLock], int]:
+) -> Page[locks.HeldLock]:
     """Return a page of held locks (name, owner token, TTL, fence) and the cursor to go on.
 
     Like ``locks.held_locks`` but one SCAN page at a time; a lock released between the
@@ -118,26 +120,26 @@ def lock_page(
     client = resolve_client(client)
     page = _scan_page("lock", ("owner",), cursor, count, client=client)
     pipe = client.pipeline(transaction=False)
-    for name in page.names:
+    for name in page.items:
         owner_key, fence_key, _signal = locks.lock_keys(name)
         pipe.get(owner_key).pttl(owner_key).get(fence_key)
-    replies = pipe.execute() if page.names else []
+    replies = pipe.execute() if page.items else []
     held = []
-    for index, name in enumerate(page.names):
+    for index, name in enumerate(page.items):
         owner, pttl, fence = replies[3 * index : 3 * index + 3]
         if owner is not None:
             ttl = pttl / 1000 if pttl >= 0 else None
             fence = int(fence) if fence is not None else None
             held.append(locks.HeldLock(name=name, owner=owner.decode(), ttl=ttl, fence=fence))
-    return held, page.cursor
+    return Page(held, page.cursor)
 
 
-def semaphore_page(cursor: int = 0, count: int = 20, *, client: Client | None = None) -> Page:
+def semaphore_page(cursor: int = 0, count: int = 20, *, client: Client | None = None) -> Page[str]:
     """Return a page of semaphore names that have a holders zset."""
     return _scan_page("semaphore", ("holders",), cursor, count, client=client)
 
 
-def chat_page(cursor: int = 0, count: int = 25, *, client: Client | None = None) -> Page:
+def chat_page(cursor: int = 0, count: int = 25, *, client: Client | None = None) -> Page[str]:
     """Return a page of chat ids."""
     return _scan_page("chat", ("members",), cursor, count, client=client)
 
@@ -171,7 +173,7 @@ def chat_overview(chat_id: str, *, client: Client | None = None) -> ChatOverview
     )
 
 
-def guild_page(cursor: int = 0, count: int = 50, *, client: Client | None = None) -> Page:
+def guild_page(cursor: int = 0, count: int = 50, *, client: Client | None = None) -> Page[str]:
     """Return a page of guilds that have an address book."""
     return _scan_page("ac", ("names",), cursor, count, client=client)
 
@@ -197,15 +199,15 @@ def _scan_matches(
 
 def config_page(
     cursor: int = 0, count: int = 50, *, client: Client | None = None
-) -> tuple[list[tuple[str, str]], int]:
+) -> Page[tuple[str, str]]:
     """Return a page of stored configurations as sorted (type, name) pairs, and the cursor."""
     prefix = re.escape(app_settings.KEY_PREFIX)
     regex = re.compile(rf"^{prefix}:config:\{{([^{{}}]+)\}}:([^:{{}}]+)$")
     found, cursor = _scan_matches(make_key("config", "*", "*"), regex, cursor, count, client)
-    return sorted((kind, name) for kind, name in found), cursor
+    return Page(sorted((kind, name) for kind, name in found), cursor)
 
 
-def log_page(cursor: int = 0, count: int = 50, *, client: Client | None = None) -> Page:
+def log_page(cursor: int = 0, count: int = 50, *, client: Client | None = None) -> Page[str]:
     """Return a page of log names that have a recent log of any severity."""
     prefix = re.escape(app_settings.KEY_PREFIX)
     severities = "|".join(SEVERITIES)

@@ -1,0 +1,52 @@
+"""The pages of the Redis parts admin, one module per topic.
+
+A view is a function ``view(model_admin, request, **url_kwargs)``; the ModelAdmin
+(``redisparts_app.admin``) checks permissions, catches an unreachable Redis and renders.
+``ROUTES`` lists every page as (route, view, URL name); ``NAVIGATION`` the pages linked
+from every page.
+"""
+
+from collections.abc import Callable
+
+from django.http import HttpResponse
+
+from . import autocomplete, chats, config, dashboard, locks, records, server, tasks
+
+__all__ = ["NAVIGATION", "ROUTES", "Route"]
+
+Route = tuple[str, Callable[..., HttpResponse], str]
+
+ROUTES: list[Route] = [
+    ("", dashboard.dashboard, "changelist"),
+    ("queues/", tasks.queues, "queues"),
+    ("queues/<str:group>/<str:queue>/", tasks.peek, "peek"),
+    ("tasks/", tasks.task_list, "tasks"),
+    ("tasks/<str:group>/<str:task_id>/", tasks.task, "task"),
+    ("tasks/<str:group>/<str:task_id>/retry/", tasks.retry, "task_retry"),
+    ("tasks/<str:group>/<str:task_id>/delete/", tasks.delete, "task_delete"),
+    ("locks/", locks.held_locks, "locks"),
+    ("semaphores/", locks.semaphores_in_use, "semaphores"),
+    ("chats/", chats.chat_list, "chats"),
+    ("counters/", records.counter_charts, "counters"),
+    ("stats/", records.hourly_stats, "stats"),
+    ("logs/", records.log_entries, "logs"),
+    ("config/", config.configuration, "config"),
+    ("config/maintenance/", config.maintenance, "maintenance"),
+    ("persistence/", server.persistence, "persistence"),
+    ("autocomplete/", autocomplete.try_autocomplete, "autocomplete"),
+]
+
+NAVIGATION: list[tuple[str, str]] = [
+    ("Dashboard", "changelist"),
+    ("Queues", "queues"),
+    ("Tasks", "tasks"),
+    ("Locks", "locks"),
+    ("Semaphores", "semaphores"),
+    ("Chats", "chats"),
+    ("Counters", "counters"),
+    ("Stats", "stats"),
+    ("Logs", "logs"),
+    ("Configuration", "config"),
+    ("Persistence", "persistence"),
+    ("Autocomplete", "autocomplete"),
+]

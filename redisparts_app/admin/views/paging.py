@@ -1,0 +1,52 @@
+"""Paging of the admin's long lists: the page sizes, and the two kinds of page.
+
+Lists kept in order (task lists, the counters' index) are paged by offset; lists found by
+SCAN are paged by cursor, the only thing a page carries to the next.
+"""
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.http import HttpRequest
+
+from ...services.listings import Page
+
+T = TypeVar("T")
+
+TASKS_PER_PAGE = 50
+LOCKS_PER_PAGE = 50
+SEMAPHORES_PER_PAGE = 20  # each row reads the semaphore's holders
+CHATS_PER_PAGE = 25  # each row reads every member's pending count
+COUNTERS_PER_PAGE = 50
+LOG_NAMES_PER_PAGE = 50
+CONFIGS_PER_PAGE = 50
+GUILDS_PER_PAGE = 50
+
+
+def int_param(request: HttpRequest, name: str, default: int = 0, least: int = 0) -> int:
+    """Read a non-negative integer query parameter; a bad one counts as ``default``."""
+    raw = request.GET.get(name, "")
+    return int(raw) if raw.isdigit() and len(raw) < 19 and int(raw) >= least else default
+
+
+def offset_page(request: HttpRequest, total: int, size: int) -> dict[str, Any]:
+    """The numbered page ``?page=`` of a list of ``total`` entries, clamped to the list."""
+    count = max(1, -(-total // size))
+    page = min(max(1, int_param(request, "page", 1, 1)), count)
+    return {
+        "number": page,
+        "count": count,
+        "total": total,
+        "start": (page - 1) * size,
+        "previous": page - 1 if page > 1 else None,
+        "next": page + 1 if page < count else None,
+    }
+
+
+def cursor_page(
+    request: HttpRequest, listing: Callable[[int, int], Page[T]], size: int
+) -> tuple[list[T], dict[str, Any]]:
+    """The entries of the page ``?cursor=`` of a SCAN listing, and its navigation."""
+    cursor = int_param(request, "cursor")
+    page = listing(cursor, size)
+    return page.items, {"next_cursor": page.cursor or None, "first_page": cursor == 0}

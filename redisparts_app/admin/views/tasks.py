@@ -1,0 +1,154 @@
+"""Task queues: lengths and a peek per queue, the task lists, one task, retry and delete."""
+
+import json
+import time
+from typing import TYPE_CHECKING
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+)
+from django.urls import reverse
+
+from ...exceptions import RedisPartsError, TaskNotFound
+from ...services import figures
+from ...services.tasks import TaskQueue, queue_groups
+from .paging import TASKS_PER_PAGE, offset_page
+
+if TYPE_CHECKING:
+    from .. import RedisPartsAdmin
+
+# kind -> (label, TaskQueue method listing it, help text)
+TASK_LISTS = {
+    "inflight": ("In flight", "inflight", "Tasks being run, earliest lease deadline first."),
+    "failed": ("Failed", "failed", "Tasks that raised on their last retry, oldest first."),
+    "quarantine": (
+        "Quarantined",
+        "quarantined",
+        "Tasks whose worker died on every delivery, oldest first.",
+    ),
+    "delayed": ("Delayed", "delayed", "Delayed tasks and retries, soonest due first."),
+}
+
+
+def task_queue(group: str | None) -> TaskQueue:
+    """The queue group named in the URL or the query; a bad name is a 404."""
+    try:
+        return TaskQueue(group or None)
+    except (RedisPartsError, ValueError, TypeError) as exc:
+        raise Http404(str(exc)) from exc
+
+
+def queues(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpResponse:
+    groups = figures.queue_figures()
+    return model_admin.render(request, "queues.html", {"title": "Task queues", "groups": groups})
+
+
+def peek(
+    model_admin: "RedisPartsAdmin", request: HttpRequest, group: str, queue: str
+) -> HttpResponse:
+    tasks = task_queue(group)
+    try:
+        total = tasks.length(queue)
+    except (RedisPartsError, ValueError) as exc:
+        raise Http404(str(exc)) from exc
+    pages = offset_page(request, total, TASKS_PER_PAGE)
+    return model_admin.render(
+        request,
+        "peek.html",
+        {
+            "title": f"Queue {queue}",
+            "group": tasks.group,
+            "queue": queue,
+            "tasks": tasks.peek(queue, pages["start"], TASKS_PER_PAGE),
+            "pages": pages,
+            "now": time.time(),
+        },
+    )
+
+
+def task_list(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpResponse:
+    kind = request.GET.get("kind", "failed")
+    if kind not in TASK_LISTS:
+        raise Http404(f"no task list {kind!r}")
+    label, method, help_text = TASK_LISTS[kind]
+    queue = task_queue(request.GET.get("group"))
+    counts = queue.counts()
+    pages = offset_page(request, counts[kind], TASKS_PER_PAGE)
+    return model_admin.render(
+        request,
+        "tasks.html",
+        {
+            "title": f"{label} tasks",
+            "kind": kind,
+            "help_text": help_text,
+            "kinds": [(key, value[0], counts[key]) for key, value in TASK_LISTS.items()],
+            "group": queue.group,
+            "groups": queue_groups(with_default=True),
+            "tasks": getattr(queue, method)(pages["start"], TASKS_PER_PAGE),
+            "pages": pages,
+            "now": time.time(),
+        },
+    )
+
+
+def task(
+    model_admin: "RedisPartsAdmin", request: HttpRequest, group: str, task_id: str
+) -> HttpResponse:
+    queue = task_queue(group)
+    try:
+        found = queue.get(task_id)
+    except (RedisPartsError, ValueError) as exc:
+        raise Http404(str(exc)) from exc
+    arguments = {"args": found.args, "kwargs": found.kwargs}
+    return model_admin.render(
+        request,
+        "task.html",
+        {
+            "title": f"Task {found.name}",
+            "group": queue.group,
+            "task": found,
+            "arguments": json.dumps(arguments, indent=2, ensure_ascii=False),
+        },
+    )
+
+
+def retry(
+    model_admin: "RedisPartsAdmin", request: HttpRequest, group: str, task_id: str
+) -> HttpResponse:
+    return _task_action(model_admin, request, group, task_id, "retry")
+
+
+def delete(
+    model_admin: "RedisPartsAdmin", request: HttpRequest, group: str, task_id: str
+) -> HttpResponse:
+    return _task_action(model_admin, request, group, task_id, "delete")
+
+
+def _task_action(
+    model_admin: "RedisPartsAdmin", request: HttpRequest, group: str, task_id: str, action: str
+) -> HttpResponse:
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    model_admin.require_change(request)
+    queue = task_queue(group)
+    back = request.POST.get("next", "")
+    if not back.startswith(reverse("admin:redisparts_tasks")):
+        back = reverse("admin:redisparts_tasks") + "?" + urlencode({"group": queue.group})
+    try:
+        if action == "retry":
+            queue.requeue(task_id)
+            messages.success(request, f"Task {task_id} is back in its queue.")
+        else:
+            queue.delete(task_id)
+            messages.success(request, f"Task {task_id} deleted.")
+    except TaskNotFound as exc:
+        messages.error(request, f"Nothing done: {exc}.")
+    except (RedisPartsError, ValueError) as exc:
+        messages.error(request, f"Nothing done: {exc}")
+    return HttpResponseRedirect(back)
