@@ -41,6 +41,10 @@ from .connection import get_redis
 from .services.tasks import TaskQueue
 from .services.tasks.queue import new_task_id
 
+__all__ = [
+    "RedisTaskBackend",
+]
+
 try:  # Django 6 ships the API; Django 5.2 uses the backport.
     from django.tasks.backends.base import BaseTaskBackend  # type: ignore[import-untyped]
     from django.tasks.base import (  # type: ignore[import-untyped]

@@ -5,6 +5,10 @@ from collections.abc import Sequence
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+__all__ = [
+    "bar_chart",
+]
+
 
 def _number(value: float) -> str:
     if abs(value) >= 1000 or value == int(value):

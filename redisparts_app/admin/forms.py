@@ -8,6 +8,12 @@ from ..exceptions import InvalidKeyPart
 from ..keys import validate_key_part
 from ..services.autocomplete import validate_prefix
 
+__all__ = [
+    "AutocompleteForm",
+    "ConfigForm",
+    "MaintenanceForm",
+]
+
 
 def _key_part(value: str, kind: str) -> str:
     try:

@@ -14,6 +14,10 @@ from django.urls import path
 from .health import HealthView
 from .metrics import metrics_view
 
+__all__ = [
+    "urlpatterns",
+]
+
 urlpatterns = [
     path("metrics", metrics_view, name="redisparts_metrics"),
     path("health/", HealthView.as_view(), name="redisparts_health"),

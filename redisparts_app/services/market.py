@@ -106,6 +106,37 @@ from ..exceptions import (
 )
 from .locks import Lock
 
+__all__ = [
+    "STRATEGIES",
+    "Listing",
+    "Purchase",
+    "Sale",
+    "abandon_notice",
+    "begin_notice",
+    "cancel_listing",
+    "count_listings",
+    "count_pending_sales",
+    "create_user",
+    "finish_notice",
+    "get_funds",
+    "get_inventory",
+    "get_listings",
+    "get_price",
+    "give_item",
+    "inventory_key",
+    "list_item",
+    "listings_key",
+    "lock_name",
+    "notice_key",
+    "outbox_key",
+    "pending_sales",
+    "purchase",
+    "relay_sale",
+    "relay_sales",
+    "user_key",
+    "validate_price",
+]
+
 logger = logging.getLogger(__name__)
 
 COMPONENT = "market"

@@ -9,6 +9,8 @@ from ...services import autocomplete, listings
 from ..forms import AutocompleteForm
 from .paging import GUILDS_PER_PAGE, cursor_page
 
+__all__ = ["COMPLETIONS_SHOWN", "try_autocomplete"]
+
 if TYPE_CHECKING:
     from .. import RedisPartsAdmin
 

@@ -7,6 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from ...services import listings
 from .paging import CHATS_PER_PAGE, cursor_page
 
+__all__ = ["chat_list"]
+
 if TYPE_CHECKING:
     from .. import RedisPartsAdmin
 

@@ -14,6 +14,8 @@ from ...services import config, listings
 from ..forms import ConfigForm, MaintenanceForm
 from .paging import CONFIGS_PER_PAGE, cursor_page
 
+__all__ = ["configuration", "maintenance"]
+
 if TYPE_CHECKING:
     from .. import RedisPartsAdmin
 

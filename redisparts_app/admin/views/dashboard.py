@@ -8,6 +8,8 @@ from ...services import config, counters, locks, semaphores
 from ...services.persistence import server_status
 from ...services.tasks import TaskQueue, queue_groups
 
+__all__ = ["dashboard"]
+
 if TYPE_CHECKING:
     from .. import RedisPartsAdmin
 

@@ -7,6 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from ...services import listings, semaphores
 from .paging import LOCKS_PER_PAGE, SEMAPHORES_PER_PAGE, cursor_page
 
+__all__ = ["held_locks", "semaphores_in_use"]
+
 if TYPE_CHECKING:
     from .. import RedisPartsAdmin
 

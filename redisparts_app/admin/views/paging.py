@@ -11,6 +11,20 @@ from django.http import HttpRequest
 
 from ...services.listings import Page
 
+__all__ = [
+    "CHATS_PER_PAGE",
+    "CONFIGS_PER_PAGE",
+    "COUNTERS_PER_PAGE",
+    "GUILDS_PER_PAGE",
+    "LOCKS_PER_PAGE",
+    "LOG_NAMES_PER_PAGE",
+    "SEMAPHORES_PER_PAGE",
+    "TASKS_PER_PAGE",
+    "cursor_page",
+    "int_param",
+    "offset_page",
+]
+
 T = TypeVar("T")
 
 TASKS_PER_PAGE = 50

@@ -12,6 +12,15 @@ from ...services import counters, listings, logs, stats
 from ..charts import bar_chart
 from .paging import COUNTERS_PER_PAGE, LOG_NAMES_PER_PAGE, cursor_page, int_param
 
+__all__ = [
+    "COMMON_LOGS_SHOWN",
+    "RECENT_LOGS_SHOWN",
+    "SLOWEST_VIEWS_SHOWN",
+    "counter_charts",
+    "hourly_stats",
+    "log_entries",
+]
+
 if TYPE_CHECKING:
     from .. import RedisPartsAdmin
 

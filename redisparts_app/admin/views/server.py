@@ -6,6 +6,8 @@ from django.http import HttpRequest, HttpResponse
 
 from ...services.persistence import server_status
 
+__all__ = ["persistence"]
+
 if TYPE_CHECKING:
     from .. import RedisPartsAdmin
 

@@ -20,6 +20,8 @@ from ...services import figures
 from ...services.tasks import TaskQueue, queue_groups
 from .paging import TASKS_PER_PAGE, offset_page
 
+__all__ = ["TASK_LISTS", "delete", "peek", "queues", "retry", "task", "task_list", "task_queue"]
+
 if TYPE_CHECKING:
     from .. import RedisPartsAdmin
 

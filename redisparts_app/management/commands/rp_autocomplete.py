@@ -1,11 +1,9 @@
-import json
 from pathlib import Path
 from typing import Any
 
-import redis
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.management.base import RedisCommand
 from redisparts_app.management.progress import progress_bar
 from redisparts_app.services.autocomplete import (
     METHODS,
@@ -18,8 +16,9 @@ from redisparts_app.services.autocomplete import (
 BATCH = 500
 
 
-class Command(BaseCommand):
+class Command(RedisCommand):
     help = "Load a guild's member names from a file, complete a prefix, or purge stale sentinels."
+    reports = True
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("guild", help="guild whose address book to use")
@@ -43,7 +42,6 @@ class Command(BaseCommand):
             default=None,
             help="delete book-method sentinels older than SECONDS left by killed clients",
         )
-        parser.add_argument("--json", action="store_true", dest="as_json", help="print JSON")
 
     def handle(
         self,
@@ -61,37 +59,25 @@ class Command(BaseCommand):
             raise CommandError(
                 "nothing to do: give --load, --query or --purge-sentinels", returncode=2
             )
-        try:
-            book = AddressBook(guild, method=method)
-            names = self._read_names(Path(load)) if load is not None else []
-            if query is not None:
-                # Validate before loading anything, so bad arguments write nothing.
-                validate_prefix(query)
-                validate_limit(limit, 1)
-            book.client.ping()
-        except (ValueError, TypeError) as exc:
-            raise CommandError(str(exc), returncode=2) from exc
-        except redis.ConnectionError as exc:
-            raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
-        except RedisPartsError as exc:  # e.g. a misconfigured connection
-            raise CommandError(str(exc), returncode=3) from exc
-        try:
-            if names:
-                self._load(book, names, opts["verbosity"])
-            if purge_sentinels is not None:
-                purged = book.purge_sentinels(older_than=purge_sentinels)
-                self.stdout.write(f"Purged {purged} sentinel(s).")
-            if query is not None:
-                found = book.complete(query, limit)
-                if as_json:
-                    self.stdout.write(json.dumps(found, ensure_ascii=False))
-                else:
-                    for name in found:
-                        self.stdout.write(name)
-        except redis.RedisError as exc:
-            raise CommandError(f"Redis error: {exc}", returncode=3) from exc
-        except RedisPartsError as exc:
-            raise CommandError(str(exc)) from exc
+        book = AddressBook(guild, method=method)
+        names = self._read_names(Path(load)) if load is not None else []
+        if query is not None:
+            # Validate before loading anything, so bad arguments write nothing.
+            validate_prefix(query)
+            validate_limit(limit, 1)
+        book.client.ping()
+        if names:
+            self._load(book, names, opts["verbosity"])
+        if purge_sentinels is not None:
+            purged = book.purge_sentinels(older_than=purge_sentinels)
+            self.stdout.write(f"Purged {purged} sentinel(s).")
+        if query is not None:
+            found = book.complete(query, limit)
+            if as_json:
+                self.report(found, as_json=True)
+            else:
+                for name in found:
+                    self.stdout.write(name)
 
     def _read_names(self, path: Path) -> list[str]:
         """Return the validated names of ``path``; blank lines are skipped."""
@@ -126,11 +112,11 @@ class Command(BaseCommand):
                 done += len(batch)
                 bar.update(len(batch))
         except KeyboardInterrupt:
-            bar.close()
             raise CommandError(
                 f"interrupted: {done} of {len(names)} names loaded", returncode=130
             ) from None
-        bar.close()
+        finally:
+            bar.close()
         self.stdout.write(
             self.style.SUCCESS(f"Loaded {len(names)} names into {book.guild!r} ({added} new).")
         )

@@ -1,17 +1,19 @@
 from typing import Any
 
-import redis
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from redisparts_app.connection import get_redis
-from redisparts_app.exceptions import BackupError, ConnectionNotConfigured, shorten
+from redisparts_app.exceptions import shorten
+from redisparts_app.management.base import RedisCommand
 from redisparts_app.management.progress import progress_bar
 from redisparts_app.services.persistence import backup
 
 
-class Command(BaseCommand):
+class Command(RedisCommand):
     help = "Snapshot Redis with BGSAVE and copy dump.rdb, with its SHA-256, into a folder."
     requires_system_checks = ()
+    interrupted = "interrupted; no backup written"
+    reports = True
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("destination", help="folder for the copy (created if missing)")
@@ -34,6 +36,7 @@ class Command(BaseCommand):
         connection: Any,
         timeout: Any,
         verbosity: Any,
+        as_json: Any,
         **options: Any,
     ) -> None:
         if timeout is not None and timeout <= 0:
@@ -49,21 +52,15 @@ class Command(BaseCommand):
             result = backup(
                 destination, client=get_redis(connection), timeout=timeout, progress=show
             )
-        except ConnectionNotConfigured as exc:
-            raise CommandError(str(exc), returncode=2) from exc
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
-        except BackupError as exc:
-            raise CommandError(str(exc)) from exc
         except (OSError, ValueError) as exc:  # unwritable, too long, a NUL, unencodable...
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             shown = shorten(repr(destination), 200)
             raise CommandError(f"cannot write a backup to {shown}: {reason}", returncode=2) from exc
-        except KeyboardInterrupt as exc:
-            raise CommandError("interrupted; no backup written", returncode=130) from exc
         finally:
             bar.close()
-        self.stdout.write(
-            self.style.SUCCESS(f"Saved {result.path} ({result.size} bytes, {result.saved_at:%c})")
+        self.report(
+            result,
+            as_json=as_json,
+            text=f"Saved {result.path} ({result.size} bytes, {result.saved_at:%c})\n"
+            f"sha256 {result.sha256} in {result.checksum_path}",
         )
-        self.stdout.write(f"sha256 {result.sha256} in {result.checksum_path}")

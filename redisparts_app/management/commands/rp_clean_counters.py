@@ -3,12 +3,9 @@ import threading
 import time
 from typing import Any
 
-import redis
-from django.core.exceptions import ImproperlyConfigured
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from redisparts_app.connection import get_redis
-from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.management.base import RedisCommand
 from redisparts_app.management.progress import progress_bar
 from redisparts_app.services.counters import (
     CleanReport,
@@ -19,7 +16,7 @@ from redisparts_app.services.counters import (
 )
 
 
-class Command(BaseCommand):
+class Command(RedisCommand):
     help = (
         "Trim every counter to REDISPARTS['COUNTER_SAMPLES'] samples per precision and "
         "forget empty counters, once (--once) or every --interval seconds until stopped."
@@ -41,15 +38,9 @@ class Command(BaseCommand):
             raise CommandError(
                 f"--interval must be a positive number of seconds, got {interval}", returncode=2
             )
-        try:
-            precisions()
-            sample_count()
-            client = get_redis()
-            client.ping()
-        except ImproperlyConfigured as exc:
-            raise CommandError(str(exc), returncode=2) from exc
-        except (redis.RedisError, RedisPartsError) as exc:
-            raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
+        precisions()  # a bad setting stops the command before any pass
+        sample_count()
+        client = self.connect()
 
         stop = threading.Event()
         # Signal handlers can only be set from the main thread.
@@ -68,10 +59,8 @@ class Command(BaseCommand):
                 pass_number += 1
                 if once or stop.wait(max(0.0, interval - (time.monotonic() - started))):
                     break
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # a stop request like SIGTERM, not a failure
             self.stdout.write("Interrupted; stopping.")
-        except redis.RedisError as exc:
-            raise CommandError(f"Redis failed during cleaning: {exc}", returncode=3) from exc
         finally:
             if in_main:
                 signal.signal(signal.SIGTERM, previous)

@@ -1,20 +1,21 @@
 from pathlib import Path
 from typing import Any
 
-import redis
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from redisparts_app.connection import get_redis
-from redisparts_app.exceptions import RedisPartsError, shorten
+from redisparts_app.exceptions import shorten
+from redisparts_app.management.base import RedisCommand
 from redisparts_app.management.progress import progress_bar
 from redisparts_app.services import files
 
 
-class Command(BaseCommand):
+class Command(RedisCommand):
     help = (
         "Copy every file of a folder (plain or gzip) into Redis and distribute it to "
         "N processors through a channel, holding at most --limit bytes at once."
     )
+    interrupted = "interrupted; the channel's files and chat were deleted"
+    reports = True
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("folder", help="folder whose files are distributed, by name order")
@@ -46,6 +47,7 @@ class Command(BaseCommand):
         limit: Any,
         chunk_size: Any,
         timeout: Any,
+        as_json: Any,
         **options: Any,
     ) -> None:
         if processors < 1 or limit < 1 or (chunk_size is not None and chunk_size < 1):
@@ -59,12 +61,7 @@ class Command(BaseCommand):
             raise CommandError(f"cannot use {shown}: {exc.strerror}", returncode=2) from exc
         if not is_folder:
             raise CommandError(f"{shown} is not a folder", returncode=2)
-        try:
-            client = get_redis()
-            client.ping()
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
-
+        client = self.connect()
         total = sum(p.stat().st_size for p in path.iterdir() if p.is_file())
         bar = progress_bar(
             total=total,
@@ -85,20 +82,16 @@ class Command(BaseCommand):
                 wait_timeout=timeout,
                 progress=bar.update,
             )
-        except KeyboardInterrupt:
-            raise CommandError(
-                "interrupted; the channel's files and chat were deleted", returncode=130
-            ) from None
         except ValueError as exc:
             raise CommandError(str(exc), returncode=2) from exc
-        except (OSError, RedisPartsError) as exc:
+        except OSError as exc:
             raise CommandError(str(exc)) from exc
         finally:
             bar.close()
-        self.stdout.write(
-            self.style.SUCCESS(
-                f"Distributed {report.files} file(s), {report.bytes} bytes, on channel "
-                f"{channel!r} to {processors} processor(s); at most {report.most_held} bytes "
-                "held in Redis."
-            )
+        self.report(
+            report,
+            as_json=as_json,
+            text=f"Distributed {report.files} file(s), {report.bytes} bytes, on channel "
+            f"{channel!r} to {processors} processor(s); at most {report.most_held} bytes "
+            "held in Redis.",
         )

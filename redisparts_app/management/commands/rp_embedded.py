@@ -1,16 +1,17 @@
-import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from redisparts_app.embedded import EmbeddedRedis
 from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.management.base import RedisCommand
 
 
-class Command(BaseCommand):
+class Command(RedisCommand):
     help = "Start, stop or describe the embedded redis-server kept in the data folder."
     # The checks would report the stopped server this command is about to start.
     requires_system_checks = ()
+    reports = True
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["start", "stop", "status"])
@@ -18,9 +19,6 @@ class Command(BaseCommand):
             "--data-dir",
             help="folder of the server's socket, AOF and log "
             "(default: REDISPARTS['EMBEDDED']['DATA_DIR'])",
-        )
-        parser.add_argument(
-            "--json", action="store_true", dest="as_json", help="print status as JSON"
         )
 
     def handle(self, *args: Any, action: Any, data_dir: Any, as_json: Any, **options: Any) -> None:
@@ -35,13 +33,13 @@ class Command(BaseCommand):
                 self.stdout.write("Stopped." if stopped else "Not running.")
             else:
                 self._status(server, as_json=as_json)
-        except RedisPartsError as exc:
+        except RedisPartsError as exc:  # the server could not be found, started or reached
             raise CommandError(str(exc), returncode=3) from exc
 
     def _status(self, server: EmbeddedRedis, *, as_json: bool) -> None:
         status = server.status()
         if as_json:
-            self.stdout.write(json.dumps(status, indent=2))
+            self.report(status, as_json=True)
         else:
             for name, value in status.items():
                 self.stdout.write(f"{name:>12}: {value}")

@@ -1,19 +1,20 @@
 from typing import Any
 
-import redis
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
-from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import RedisPartsError, shorten
+from redisparts_app.management.base import RedisCommand
 from redisparts_app.management.progress import progress_bar
 from redisparts_app.services import geoip
 
 
-class Command(BaseCommand):
+class Command(RedisCommand):
     help = (
         "Import GeoLite city blocks and locations CSV files for the IP-to-city lookup "
         "(the shipped sample with --sample)."
     )
+    interrupted = "interrupted; the previous GeoIP data is unchanged"
+    reports = True
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -45,6 +46,7 @@ class Command(BaseCommand):
         encoding: Any,
         batch_size: Any,
         verbosity: Any,
+        as_json: Any,
         **options: Any,
     ) -> None:
         if sample == bool(blocks or locations):
@@ -59,15 +61,10 @@ class Command(BaseCommand):
             total = _count_lines(blocks) + _count_lines(locations)
         except OSError as exc:
             shown = shorten(str(exc.filename), 200)
-            raise CommandError(f"cannot read {shown}: {exc.strerror}") from exc
+            raise CommandError(f"cannot read {shown}: {exc.strerror}", returncode=2) from exc
         except (ValueError, UnicodeError) as exc:  # a NUL or an unencodable character
             raise CommandError(f"cannot read the files given: {exc}", returncode=2) from exc
-        try:
-            client = get_redis()
-            client.ping()
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
-
+        client = self.connect()
         bar = progress_bar(
             total=total, unit="rows", desc="GeoIP import", stream=self.stderr, disable=verbosity < 1
         )
@@ -81,8 +78,6 @@ class Command(BaseCommand):
                 batch_size=batch_size,
             )
             bar.update(total - bar.n)  # header lines are not rows
-        except KeyboardInterrupt:
-            raise CommandError("interrupted; the previous GeoIP data is unchanged") from None
         except (OSError, UnicodeDecodeError, RedisPartsError) as exc:
             raise CommandError(f"{exc}; the previous GeoIP data is unchanged") from exc
         finally:
@@ -96,9 +91,12 @@ class Command(BaseCommand):
             f"Imported {report.blocks} blocks and {report.cities} cities; "
             f"{report.bad_rows} bad rows skipped."
         )
-        self.stdout.write(
-            self.style.WARNING(message) if report.bad_rows else self.style.SUCCESS(message)
-        )
+        if as_json:
+            self.report(report, as_json=True)
+        else:
+            self.stdout.write(
+                self.style.WARNING(message) if report.bad_rows else self.style.SUCCESS(message)
+            )
 
 
 def _count_lines(path: Any) -> int:

@@ -1,33 +1,17 @@
-import dataclasses
-import json
 from typing import Any
 
-import redis
-from django.core.management.base import BaseCommand, CommandError, CommandParser
-
-from redisparts_app.connection import get_redis
+from redisparts_app.management.base import RedisCommand
 from redisparts_app.services.locks import held_locks
 
 
-class Command(BaseCommand):
+class Command(RedisCommand):
     help = "List the distributed locks held right now: name, owner token, TTL left, fence."
-
-    def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "--json", action="store_true", dest="as_json", help="print JSON instead of a table"
-        )
+    reports = True
 
     def handle(self, *args: Any, as_json: Any, **options: Any) -> None:
-        try:
-            client = get_redis()
-            client.ping()
-            found = held_locks(client=client)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
-
+        found = held_locks(client=self.connect())
         if as_json:
-            rows = [dataclasses.asdict(held) for held in found]
-            self.stdout.write(json.dumps(rows, ensure_ascii=False, indent=2))
+            self.report(found, as_json=True)
             return
         if not found:
             self.stdout.write("No lock is held.")

@@ -1,20 +1,21 @@
+import dataclasses
 from typing import Any
 
-import redis
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.module_loading import import_string
 
-from redisparts_app.connection import get_redis
-from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.management.base import RedisCommand
 from redisparts_app.management.progress import progress_bar
 from redisparts_app.services import files
 
 
-class Command(BaseCommand):
+class Command(RedisCommand):
     help = (
         "Process the files distributed on a channel as one of its processors: count their "
         "lines, or feed them to an aggregator class."
     )
+    interrupted = "interrupted; the file in progress was not reported finished"
+    reports = True
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--channel", required=True, help="channel (chat) name")
@@ -44,18 +45,14 @@ class Command(BaseCommand):
         aggregate: Any,
         block_size: Any,
         timeout: Any,
+        as_json: Any,
         **options: Any,
     ) -> None:
         if block_size is not None and block_size < 1:
             raise CommandError("--block-size must be >= 1", returncode=2)
         if timeout is not None and timeout <= 0:
             raise CommandError("--timeout must be positive", returncode=2)
-        try:
-            client = get_redis()
-            client.ping()
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
-
+        client = self.connect()
         visits = None
         if aggregate != "lines":
             try:
@@ -72,7 +69,8 @@ class Command(BaseCommand):
         def flush(name: str) -> None:
             if visits is not None:
                 visits.flush(name)
-            self.stdout.write(f"{name}: {lines_of_file[0]} lines")
+            if not as_json:
+                self.stdout.write(f"{name}: {lines_of_file[0]} lines")
             lines_of_file[0] = 0
 
         bar = progress_bar(
@@ -94,17 +92,14 @@ class Command(BaseCommand):
                 wait_timeout=timeout,
                 progress=bar.update,
             )
-        except KeyboardInterrupt:
-            raise CommandError(
-                "interrupted; the file in progress was not reported finished", returncode=130
-            ) from None
         except ValueError as exc:
             raise CommandError(str(exc), returncode=2) from exc
-        except RedisPartsError as exc:
-            raise CommandError(str(exc)) from exc
         finally:
             bar.close()
         message = f"Processed {report.files} file(s), {report.lines} lines, {report.bytes} bytes."
-        if visits is not None and visits.skipped:
-            message += f" {visits.skipped} line(s) were not '<ip> <YYYY-MM-DD> ...' and skipped."
-        self.stdout.write(self.style.SUCCESS(message))
+        skipped = getattr(visits, "skipped", 0)
+        if skipped:
+            message += f" {skipped} line(s) were not '<ip> <YYYY-MM-DD> ...' and skipped."
+        self.report(
+            {**dataclasses.asdict(report), "skipped": skipped}, as_json=as_json, text=message
+        )

@@ -1,14 +1,15 @@
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.management.base import RedisCommand
 from redisparts_app.services.tasks import Scheduler
 
 from .rp_worker import _log_to_stderr
 
 
-class Command(BaseCommand):
+class Command(RedisCommand):
     help = (
         "Move due delayed tasks and retries to their queues and requeue tasks whose worker "
         "died, until SIGTERM or Ctrl-C; several schedulers may run at once."

@@ -1,21 +1,20 @@
-import json
 from typing import Any
 
-import redis
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandParser
 
 from redisparts_app.connection import get_redis
-from redisparts_app.exceptions import ConnectionNotConfigured
+from redisparts_app.management.base import RedisCommand
 from redisparts_app.services.persistence import node_statuses
 
 
-class Command(BaseCommand):
+class Command(RedisCommand):
     help = (
         "Show the persistence settings, last save, AOF state and replication role and lag "
         "(of every node on a Redis Cluster)."
     )
     # The connectivity check would only repeat, as a warning, what this command reports.
     requires_system_checks = ()
+    reports = True
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -23,21 +22,13 @@ class Command(BaseCommand):
             default=None,
             help="REDISPARTS connection alias (default: REDISPARTS['DEFAULT_CONNECTION'])",
         )
-        parser.add_argument(
-            "--json", action="store_true", dest="as_json", help="print the status as JSON"
-        )
 
     def handle(self, *args: Any, connection: Any, as_json: Any, **options: Any) -> None:
-        try:
-            statuses = node_statuses(client=get_redis(connection))
-        except ConnectionNotConfigured as exc:
-            raise CommandError(str(exc), returncode=2) from exc
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise CommandError(f"cannot reach Redis: {exc}", returncode=3) from exc
+        statuses = node_statuses(client=get_redis(connection))
         if as_json:
             single = len(statuses) == 1 and statuses[0]["node"] is None
             shown = {k: v for k, v in statuses[0].items() if k != "node"} if single else statuses
-            self.stdout.write(json.dumps(shown, indent=2))
+            self.report(shown, as_json=True)
             return
         for status in statuses:
             self._write(status)

@@ -2,16 +2,17 @@ import logging
 from importlib import import_module
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 from django.utils.module_loading import autodiscover_modules
 
 from redisparts_app.exceptions import RedisPartsError
+from redisparts_app.management.base import RedisCommand
 from redisparts_app.management.progress import progress_bar
 from redisparts_app.services.tasks import Worker
 from redisparts_app.services.tasks.worker import logger
 
 
-class Command(BaseCommand):
+class Command(RedisCommand):
     help = (
         "Run queued tasks from the given queues, highest priority first, until SIGTERM or "
         "Ctrl-C (running tasks finish, unstarted ones go back; a second signal stops at "

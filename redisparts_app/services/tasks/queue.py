@@ -36,6 +36,12 @@ from ...connection import get_redis, on_slot
 from ...exceptions import InvalidTask, TaskNotFound, TaskNotReplicated
 from ...keys import make_key, scan_keys, validate_key_part
 
+__all__ = [
+    "TaskInfo",
+    "TaskQueue",
+    "queue_groups",
+]
+
 COMPONENT = "queue"
 # Wake tokens kept at most; one per ready task is enough to wake every idle worker.
 WAKE_CAP = 1000

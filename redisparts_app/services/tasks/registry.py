@@ -12,6 +12,13 @@ from ...exceptions import InvalidTask
 from ...keys import validate_key_part
 from .queue import TaskQueue, check_count, validate_task_name
 
+__all__ = [
+    "Task",
+    "get_task",
+    "registered_names",
+    "task",
+]
+
 _registry: dict[str, "Task"] = {}
 
 

@@ -54,6 +54,12 @@ from .pool import POOLS, Outcome, Pool
 from .queue import BATCH, TaskQueue, validate_seconds
 from .registry import check_limit
 
+__all__ = [
+    "Backoff",
+    "Scheduler",
+    "Worker",
+]
+
 logger = logging.getLogger("redisparts.tasks")
 
 
