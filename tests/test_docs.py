@@ -1,6 +1,7 @@
 """The documentation: it builds with warnings as errors, names every module of the package
 in its layout page, and the README stays a front page."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,3 +47,40 @@ def test_every_component_page_documents_its_module():
         if page.name in ("index.md", "admin.md"):
             continue
         assert ".. automodule:: redisparts_app." in page.read_text(), page.name
+
+
+def test_the_benchmarks_page_is_written_from_a_run(tmp_path):
+    """bench.report --write-docs fills the blocks of the modules a run holds, nothing else."""
+    from bench.harness import Check, Ratio, Section
+    from bench.report import BENCHMARKS_PAGE, write_docs
+
+    page = tmp_path / "benchmarks.md"
+    page.write_text(BENCHMARKS_PAGE.read_text())
+    section = Section(
+        "Locks: a test table", ["lock", "pairs/s"], [["ours", 1000.0], ["theirs", 500.0]],
+        ratios=[Ratio("ours / theirs", 2.0, target=1.0)], checks=[Check("no lost update", True)],
+    )  # fmt: skip
+    machine = {"date": "2030-01-01 00:00 UTC", "cpu": "a CPU", "cores": 2,
+               "load_average": [0.1, 0.2, 0.3], "python": "3.11", "redis_server": "6.2",
+               "redis_py": "5.2.1", "hiredis": "3.5.0", "redis_benchmark": None}  # fmt: skip
+    report = {"machine": machine, "quick": False,
+              "modules": {"locks": {"error": None, "sections": [section.to_json()]}}}  # fmt: skip
+    before = page.read_text()
+    assert write_docs(report, page) == ["summary", "locks"]
+    after = page.read_text()
+    locks_block = after.split("<!-- bench: locks -->\n")[1].split("<!-- /bench -->")[0]
+    assert locks_block.startswith("Run of 2030-01-01 00:00 UTC: a CPU, 2 cores")
+    assert "| ours | 1,000 |" in locks_block
+    assert "- ours / theirs: 2.00x  (target >= 1x: met)" in locks_block
+    assert "| locks | ours / theirs | 2.00x | >= 1x | met |" in after
+    # Every other block and all the prose are as they were.
+    for name in ("client_floor", "semaphores", "queues", "chat"):
+        marker = f"<!-- bench: {name} -->"
+        assert (
+            after.split(marker)[1].split("<!-- /bench -->")[0]
+            == (before.split(marker)[1].split("<!-- /bench -->")[0])
+        )
+    outside = re.sub(r"<!-- bench: (\w+) -->\n.*?<!-- /bench -->", "", after, flags=re.S)
+    assert outside == re.sub(r"<!-- bench: (\w+) -->\n.*?<!-- /bench -->", "", before, flags=re.S)
+    write_docs(report, page)
+    assert page.read_text() == after  # a second write changes nothing
