@@ -203,7 +203,7 @@ def sentinel_addresses(text: str) -> list[list[Any]]:
     addresses: list[list[Any]] = []
     for entry in filter(None, (part.strip() for part in text.split(","))):
         host, _, port = entry.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
             raise ImproperlyConfigured(
                 f"sentinel address {entry!r} is not host:port (e.g. 10.0.0.1:26379)"
             )

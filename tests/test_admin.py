@@ -293,6 +293,13 @@ def test_config_editor_saves_json_and_refuses_bad_json(admin_client, redis_clien
     )
     assert bad_name.status_code == 400
     assert "is not allowed" in bad_name.content.decode()
+    for depth in (1_000, 100_000):  # past Python's recursion limit, not a 500
+        deep = '{"a": ' * depth + "1" + "}" * depth
+        response = admin_client.post(
+            url("admin:redisparts_config"), {"kind": "logs", "name": "deep", "value": deep}
+        )
+        assert response.status_code == 400
+        assert "Nested too deeply" in response.content.decode()
     assert sorted(redis_client.scan_iter(match="rp:config:*")) == keys_before
     assert config.get_config("logs", "web", wait=0) == {"level": 3}
     edit = admin_client.get(url("admin:redisparts_config") + "?kind=logs&name=web")
@@ -370,6 +377,16 @@ def test_bad_parameters_answer_404_not_500(admin_client):
     assert admin_client.get(url("admin:redisparts_tasks") + "?group=a*b").status_code == 404
     assert admin_client.get(url("admin:redisparts_task", "default", "missing")).status_code == 404
     assert admin_client.get(url("admin:redisparts_tasks") + "?page=-3").status_code == 200
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("parameter", ["cursor", "page", "start", "precision"])
+def test_non_ascii_digits_in_a_number_parameter_are_ignored_not_a_500(
+    admin_client, page, parameter
+):
+    for value in ("²", "\u00b3\u00b9", "\U0001d7d9"):  # isdigit() holds; int() refuses
+        response = admin_client.get(reverse(page) + f"?{parameter}={value}")
+        assert response.status_code == 200, (page, parameter, value)
 
 
 DOWN = {"CONNECTIONS": {"default": {"URL": "redis://127.0.0.1:1/0"}}}

@@ -49,6 +49,8 @@ class ConfigForm(forms.Form):
             value = json.loads(text)
         except ValueError as exc:
             raise forms.ValidationError(f"Not valid JSON: {exc}") from exc
+        except RecursionError as exc:
+            raise forms.ValidationError("Nested too deeply to store.") from exc
         if not isinstance(value, dict):
             raise forms.ValidationError(
                 f"The configuration must be a JSON object, not {type(value).__name__}."

@@ -416,7 +416,7 @@ class AddressBook:
         stale = []
         for member, _score in self.client.zscan_iter(self.index_key, match=b"*\x00\x00*"):
             stamp = member.split(SENTINEL_MARK, 1)[1].split(b"-", 1)[0]
-            if not stamp.isdigit() or int(stamp) < cutoff_ms:
+            if not (stamp.isascii() and stamp.isdigit()) or int(stamp) < cutoff_ms:
                 stale.append(member)
         if not stale:
             return 0

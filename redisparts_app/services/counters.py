@@ -220,7 +220,7 @@ def _member(name: str, precision: int) -> str:
 
 def _parse_member(member: bytes) -> tuple[int, str] | None:
     precision, _, name = member.decode("utf-8", "replace").partition(":")
-    if not precision.isdigit() or not name or int(precision) < 1:
+    if not (precision.isascii() and precision.isdigit()) or not name or int(precision) < 1:
         return None
     return int(precision), name
 

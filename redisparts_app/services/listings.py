@@ -249,6 +249,6 @@ def counter_page(
     found: dict[str, list[int]] = {}
     for member in members:
         precision, _, name = member.decode("utf-8", "replace").partition(":")
-        if precision.isdigit() and name:
+        if precision.isascii() and precision.isdigit() and name:
             found.setdefault(name, []).append(int(precision))
     return {name: sorted(found[name]) for name in sorted(found)}, int(total)

@@ -68,7 +68,7 @@ LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 def server_version(client: Client) -> tuple[int, ...]:
     """Return the server version as a tuple of integers, e.g. (6, 2, 14)."""
     text = str(client.info("server")["redis_version"])
-    return tuple(int(part) for part in text.split(".") if part.isdigit())
+    return tuple(int(part) for part in text.split(".") if part.isascii() and part.isdigit())
 
 
 def wait_for_sync(
