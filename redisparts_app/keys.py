@@ -18,12 +18,14 @@ from redis.typing import KeyT
 
 from .conf import app_settings
 from .connection import Client
+from .exceptions import InvalidArgument
 from .validation import FORBIDDEN_KEY_CATEGORIES, FORBIDDEN_KEY_CHARACTERS, check_key_part
 
 __all__ = [
     "FORBIDDEN_CATEGORIES",
     "FORBIDDEN_CHARACTERS",
     "component_pattern",
+    "is_key_part",
     "make_key",
     "scan_keys",
     "scan_step",
@@ -38,6 +40,14 @@ _COMPONENT_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 FORBIDDEN_CHARACTERS = FORBIDDEN_KEY_CHARACTERS
 FORBIDDEN_CATEGORIES = FORBIDDEN_KEY_CATEGORIES
 validate_key_part = check_key_part
+
+
+def is_key_part(value: object) -> bool:
+    """Whether ``value`` may be used inside a key as it is (``validate_key_part`` keeps it)."""
+    try:
+        return check_key_part(value) == value
+    except InvalidArgument:
+        return False
 
 
 @cache

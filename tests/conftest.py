@@ -19,6 +19,7 @@ from django.test import override_settings
 
 from redisparts_app import conf
 from redisparts_app.connection import get_redis, reset_clients
+from redisparts_app.services import registry
 from redisparts_app.testing import LocalCluster, RedisServer
 
 EXTERNAL_URL_ENV = "REDISPARTS_TEST_REDIS_URL"
@@ -120,8 +121,10 @@ def redis_client(_redis_settings: None, redis_backend: str) -> Iterator[redis.Re
     """
     client = get_redis()
     client.flushdb()
+    registry.forget_noted()  # the registries went with the flush
     yield client
     client.flushdb()
+    registry.forget_noted()
 
 
 @pytest.fixture

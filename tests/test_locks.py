@@ -105,7 +105,10 @@ def test_try_acquire_makes_one_attempt(redis_client):
     assert holder.try_acquire() == 1
     counting = counting_like(redis_client)
     assert Lock("reports", ttl=2, timeout=1, client=counting).try_acquire() is None
-    assert counting.commands == ["EVALSHA"]
+    # A client's first use of a name also registers it (once a registry.NOTE_INTERVAL).
+    assert counting.commands == ["ZADD", "EVALSHA"]
+    assert Lock("reports", ttl=2, timeout=1, client=counting).try_acquire() is None
+    assert counting.commands == ["ZADD", "EVALSHA", "EVALSHA"]
 
 
 def test_failed_attempts_leave_no_token_and_the_next_holding_owns_the_lock(redis_client):
@@ -395,8 +398,9 @@ def test_waiter_wakes_on_the_release_signal_without_polling(redis_client):
         # The holder's TTL is 60 s and the wait 30 s: only its release can let us in.
         waiter = Lock("signalled", ttl=5, timeout=30, client=counting)
         assert waiter.acquire() == 2
-        # One failed attempt, one BLPOP woken by the release, one successful attempt.
-        assert counting.commands == ["EVALSHA", "BLPOP", "EVALSHA"]
+        # The name's registration (a new client's first use), one failed attempt, one
+        # BLPOP woken by the release, one successful attempt.
+        assert counting.commands == ["ZADD", "EVALSHA", "BLPOP", "EVALSHA"]
         waiter.release()
     finally:
         child.join(10)

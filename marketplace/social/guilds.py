@@ -1,38 +1,42 @@
 """Guilds of the demo site: the address books of ``services.autocomplete``.
 
 A guild exists while its address book has members; a user belongs to it when
-their user name is one of those members. The list of guilds is found with
-SCAN over the address books' name hashes (``rp:ac:{<guild>}:names``), which
-is fine for a demo's handful of guilds; a site with many would keep a registry.
+their user name is one of those members. The guilds come from the address books'
+registry and a user's guilds from their set of books (``autocomplete.books_of``):
+no request walks the keyspace, and a keystroke in a recipient field costs the same
+with three guilds or three thousand.
 """
 
 from django.contrib.auth import get_user_model
 
-from redisparts_app.connection import get_redis
-from redisparts_app.keys import make_key, scan_keys, validate_key_part
-from redisparts_app.services.autocomplete import COMPONENT, AddressBook, RecentContacts, suggest
+from redisparts_app.keys import make_key, validate_key_part
+from redisparts_app.services import registry
+from redisparts_app.services.autocomplete import (
+    COMPONENT,
+    RecentContacts,
+    books_of,
+    suggest,
+)
 
 
 def all_guilds() -> list[str]:
     """Return the names of every guild with members, sorted."""
-    pattern = make_key(COMPONENT, "*", "names")
-    head, tail = pattern.split("*")
-    names = set()
-    for key in scan_keys(get_redis(), pattern):
-        text = key.decode("utf-8", "replace")
-        if text.startswith(head) and text.endswith(tail):
-            names.add(text[len(head) : -len(tail)])
-    return sorted(names, key=str.casefold)
+    found = registry.existing(COMPONENT, lambda guild: make_key(COMPONENT, guild, "names"))
+    return sorted(found, key=str.casefold)
 
 
 def user_guilds(username: str, guilds: list[str] | None = None) -> list[str]:
     """Return the guilds ``username`` belongs to (among ``guilds``, default all), sorted."""
-    return [g for g in (all_guilds() if guilds is None else guilds) if username in AddressBook(g)]
+    mine = books_of(username)
+    if guilds is not None:
+        wanted = set(guilds)
+        mine = [guild for guild in mine if guild in wanted]
+    return sorted(mine, key=str.casefold)
 
 
 def share_a_guild(username: str, other: str) -> bool:
     """Tell whether two users are members of one same guild."""
-    return any(other in AddressBook(guild) for guild in user_guilds(username))
+    return not set(books_of(username)).isdisjoint(books_of(other))
 
 
 def recipient_suggestions(username: str, prefix: str, limit: int = 10) -> list[str]:

@@ -59,6 +59,7 @@ from ..conf import app_settings
 from ..connection import Client, on_slot, resolve_client
 from ..exceptions import CompletionConflict, InvalidArgument, InvalidArgumentType
 from ..validation import check_choice, check_count, check_page_size
+from . import registry
 
 __all__ = [
     "METHODS",
@@ -278,7 +279,9 @@ class AddressBook:
         """Add ``name`` to the guild; return False when it was already a member."""
         member = validate_name(name, "member")
         script = lua.script(self.client, "autocomplete_join")
-        return bool(script(keys=self._keys(), args=self._join_args(member)))
+        joined = bool(script(keys=self._keys(), args=self._join_args(member)))
+        self._index_members([member], joined=True)
+        return joined
 
     def join_many(self, names: Iterable[str], batch_size: int = 500) -> int:
         """Add many names in pipelined batches; return how many were new.
@@ -294,13 +297,39 @@ class AddressBook:
                     for member in members[first : first + batch_size]:
                         script(keys=self._keys(), args=self._join_args(member), client=pipe)
                     added += sum(pipe.execute())
+        self._index_members(members, joined=True)
         return added
 
     def leave(self, name: str) -> bool:
         """Remove ``name`` and its index entries; return False when it was not a member."""
         member = validate_name(name, "member")
         script = lua.script(self.client, "autocomplete_leave")
-        return bool(script(keys=self._keys(), args=[member.encode()]))
+        left = bool(script(keys=self._keys(), args=[member.encode()]))
+        self._index_members([member], joined=False)
+        return left
+
+    def reindex(self) -> int:
+        """Register the guild and add it to every member's set of guilds (``books_of``),
+        for books written before those sets existed; return the members seen."""
+        members = [name.decode() for name in self.client.hkeys(self.names_key)]
+        for first in range(0, len(members), 500):
+            self._index_members(members[first : first + 500], joined=True)
+        return len(members)
+
+    def _index_members(self, members: list[str], *, joined: bool) -> None:
+        """Keep the guild in the registry and each member's set of guilds (``books_of``).
+
+        After the book's own script, in one pipeline (members' keys are on other slots of
+        a cluster). Members whose names cannot be a key part (``:``, braces...) have no
+        such set.
+        """
+        pipe = self.client.pipeline(transaction=False)
+        registry.note(COMPONENT, self.guild, client=pipe)
+        for member in members:
+            if keys.is_key_part(member):
+                books = keys.make_key(COMPONENT, member, "books")
+                (pipe.sadd if joined else pipe.srem)(books, self.guild)
+        pipe.execute()
 
     def __contains__(self, name: str) -> bool:
         return bool(self.client.hexists(self.names_key, validate_name(name, "member").encode()))
@@ -481,3 +510,18 @@ def suggest(
             if len(found) == count:
                 return list(found)
     return list(found)
+
+
+def books_of(member: str, *, client: Client | None = None) -> list[str]:
+    """Return the guilds ``member`` belongs to, sorted: one SMEMBERS of the member's set of
+    guilds, each checked against its book in one pipeline (so an entry a crash between a
+    book's script and the set's update left behind is not returned)."""
+    member = keys.validate_key_part(member, "member")
+    client = resolve_client(client)
+    guilds = sorted(g.decode() for g in client.smembers(keys.make_key(COMPONENT, member, "books")))
+    if not guilds:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for guild in guilds:
+        pipe.hexists(keys.make_key(COMPONENT, guild, "names"), member.encode())
+    return [guild for guild, found in zip(guilds, pipe.execute(), strict=True) if found]

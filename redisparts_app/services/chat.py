@@ -51,6 +51,7 @@ from ..connection import Client, by_node, by_slot, on_slot, resolve_client
 from ..exceptions import ChatExists, ChatNotFound, InvalidArgumentType, NotChatMember
 from ..keys import make_key, validate_key_part
 from ..validation import check_count
+from . import registry
 from .mail import validate_message_id, validate_text
 
 __all__ = [
@@ -138,6 +139,7 @@ def create_chat(
     pipe = client.pipeline(transaction=False)
     for member in members:
         pipe.zadd(seen_key(member), {chat_id: 0})
+    registry.note(COMPONENT, chat_id, client=pipe)
     pipe.execute()
     return chat_id
 
@@ -287,7 +289,11 @@ def leave_chat(chat_id: str, user: str, *, client: Client | None = None) -> int:
         keys=[keys["members"], keys["msgs"], keys["ids"]], args=[user]
     )
     _raise_for(left, chat_id, user)
-    client.zrem(seen_key(user), chat_id)
+    pipe = client.pipeline(transaction=False)
+    pipe.zrem(seen_key(user), chat_id)
+    if left == 0:
+        registry.forget(COMPONENT, chat_id, client=pipe)
+    pipe.execute()
     return int(left)
 
 

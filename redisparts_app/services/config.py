@@ -51,6 +51,7 @@ from ..connection import Client, resolve_client
 from ..exceptions import ComponentConnectionError, InvalidArgument, InvalidArgumentType
 from ..keys import make_key, validate_key_part
 from ..validation import check_count, check_seconds
+from . import registry
 
 __all__ = [
     "Maintenance",
@@ -236,6 +237,7 @@ def set_config(
         _client_arguments(config)
     client = resolve_client(client)
     client.set(key, text)
+    registry.note("config", f"{kind}:{name}", client=client)
     _forget(key)
 
 

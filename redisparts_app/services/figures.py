@@ -22,9 +22,9 @@ prometheus_client.
 - Replication: each replica's lag in bytes and seconds as its master reports it, and
   each replica's link to its master; on a Redis Cluster, of every node.
 
-Lock, semaphore, chat and queue-group names are found with one SCAN walk over the
-prefix (about one call per 500 keys of the whole keyspace): mind the keyspace's size
-when choosing a scrape or probe interval.
+Lock, semaphore, chat and queue-group names come from the components' registries
+(``services.registry``), never from a SCAN: a scrape or probe costs a few round trips
+per hundred names in use, whatever the size of the keyspace.
 """
 
 import json
@@ -36,9 +36,9 @@ from typing import Any, TypeVar
 from ..checks import probe
 from ..conf import app_settings
 from ..connection import Client, resolve_client, slot_client
-from ..keys import make_key, scan_keys
-from . import counters, listings
-from .persistence import node_statuses
+from ..keys import make_key
+from . import config, counters, locks, registry, semaphores
+from .persistence import node_statuses, server_status
 from .tasks import TaskQueue, queue_groups
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "lease_problems",
     "lock_figures",
     "lock_problems",
+    "overview",
     "queue_figures",
     "replica_lags",
     "replication_problems",
@@ -68,6 +69,7 @@ _T = TypeVar("_T")
 # Names a problem sentence lists before "and N more".
 SHOWN = 5
 # What a full walk looks for: component -> roles of the key that names one item.
+# The key that tells a registered name is in use, per component of the inventory.
 INVENTORY = {
     "queue": ("queues",),
     "lock": ("owner",),
@@ -137,24 +139,39 @@ class ReplicaLag:
 def inventory(
     components: Iterable[str] = INVENTORY, *, client: Client | None = None
 ) -> dict[str, set[str]]:
-    """Return the names (hash tags) of the queue groups, locks, semaphores and chats in Redis.
+    """Return the names of the queue groups, locks, semaphores and chats in Redis.
 
-    One SCAN walk: over one component's keys when one is asked for, else over every key
-    of the prefix, sorted into components.
+    Each component's registered names whose key exists (``services.registry``): the cost
+    follows the number of names in use, not the size of the keyspace; no SCAN.
     """
     client = resolve_client(client)
-    wanted = list(components)
-    patterns = {name: listings.tag_pattern(name, *INVENTORY[name]) for name in wanted}
-    walk = patterns[wanted[0]][0] if len(wanted) == 1 else f"{app_settings.KEY_PREFIX}:*"
-    found: dict[str, set[str]] = {name: set() for name in wanted}
-    for key in scan_keys(client, walk, count=listings.SCAN_BATCH):
-        text = key.decode("utf-8", "replace")
-        for name, (_pattern, regex) in patterns.items():
-            match = regex.match(text)
-            if match:
-                found[name].add(match.group(1))
-                break
-    return found
+    return {
+        name: set(registry.existing(name, _role_key(name, *INVENTORY[name]), client=client))
+        for name in components
+    }
+
+
+def _role_key(component: str, *roles: str) -> Callable[[str], str]:
+    return lambda name: make_key(component, name, *roles)
+
+
+def overview(*, client: Client | None = None) -> dict[str, Any]:
+    """What the admin's dashboard shows: task counts per queue group, held locks,
+    semaphores in use, counters, the maintenance flag and the server's state. A few round
+    trips per queue group and per hundred lock and semaphore names; no SCAN."""
+    client = resolve_client(client)
+    groups = []
+    for group in queue_groups(client=client, with_default=True):
+        counts = TaskQueue(group, client=client).counts()
+        groups.append({"name": group, "ready": sum(counts["queues"].values()), **counts})
+    return {
+        "groups": groups,
+        "locks": len(locks.held_locks(client)),
+        "semaphores": len(semaphores.semaphore_names(client=client)),
+        "maintenance": config.maintenance_status(client=client),
+        "server": server_status(client=client),
+        "counters": counters.index_size(client=client),
+    }
 
 
 # -- queues -----------------------------------------------------------------------------
@@ -250,7 +267,7 @@ def lease_problems(groups: Iterable[GroupFigures], grace: float) -> list[str]:
 def lock_figures(
     names: Iterable[str] | None = None, *, client: Client | None = None
 ) -> LockFigures:
-    """Return the held locks among ``names`` (default: every lock found by a SCAN)."""
+    """Return the held locks among ``names`` (default: every registered lock)."""
     client = resolve_client(client)
     if names is None:
         names = inventory(["lock"], client=client)["lock"]

@@ -1,14 +1,17 @@
-"""Read-only listings for the admin: which queue groups, chats, guilds, logs, statistics,
-counters and configurations exist, one page at a time.
+"""Read-only listings for the admin: which queue groups, locks, semaphores, chats, guilds,
+logs, statistics, counters and configurations exist, one page at a time.
 
-Import: ``from redisparts_app.services.listings import lock_page, queue_groups``.
+Import: ``from redisparts_app.services.listings import lock_page, chat_page``.
 
-Nothing here writes. Names are found with SCAN (``keys.scan_keys`` or one SCAN call per
-page, resumed from a cursor) or with ranges (ZRANGE with offsets), never by loading every
-key: a page costs a bounded number of round trips whatever the size of the keyspace.
+Names come from the components' registries (``services.registry``: a page is a ZRANGE by
+position) or from ranges (ZRANGE with offsets), never from SCAN: a page costs a bounded
+number of round trips whatever the size of the keyspace. Each page checks its names'
+keys in one pipeline (redis-py's cluster client splits it per node) and leaves out, and
+lets the registry forget, what is gone.
 
 Keys read (see each component's module for their meaning):
 
+- ``rp:registry:{<component>}:names``     the names each component has in use
 - ``rp:queue:{<group>}:queues``           the groups of the task queues
 - ``rp:lock:{<name>}:owner`` / ``:fence``   held locks; ``rp:semaphore:{<name>}:holders``
 - ``rp:chat:{<chat>}:members`` / ``:msgs`` / ``:ids``   chats, members, pending messages
@@ -18,24 +21,19 @@ Keys read (see each component's module for their meaning):
 - ``rp:counters:{index}:known``           the counters' index
 - ``rp:config:{<type>}:<name>``           stored JSON configurations
 
-Limits: SCAN guarantees that a key present for the whole walk is returned at least once;
-one that appears or disappears meanwhile may be missed, and a page may hold a few more
-entries than asked, about twice as many at most (SCAN returns whole batches). On a Redis
-Cluster every walk covers every primary: the cursor pages one primary after the other
-(``keys.scan_step``), the full listing (``stats_entries``) through
-redis-py's per-node ``scan_iter``. Each page reads its keys with one pipeline, which
-redis-py's cluster client splits per node: not a snapshot, and not one on a server either.
+Limits: a page is read at one moment; names registered or forgotten between two pages
+may shift the next page by as many (a name may be skipped or shown twice), and a page
+may come back shorter than asked when some of its names were gone.
 """
 
-import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
-from ..conf import app_settings
 from ..connection import Client, resolve_client
-from ..keys import make_key, scan_keys, scan_step, validate_key_part
+from ..keys import make_key, validate_key_part
 from ..validation import check_int, check_page_size
-from . import counters, locks
+from . import counters, locks, registry, semaphores
 from .chat import chat_keys
 from .logs import SEVERITIES
 
@@ -51,23 +49,17 @@ __all__ = [
     "log_page",
     "semaphore_page",
     "stats_entries",
-    "tag_pattern",
 ]
 
 T = TypeVar("T")
 
-# Keys SCAN looks at per call of a full walk (``stats_entries``).
-SCAN_BATCH = 500
-# Most SCAN calls one page makes, so a sparse keyspace cannot keep a request busy; the
-# page then comes back short (maybe empty) with a cursor to go on from.
-MAX_SCAN_CALLS = 200
 # The largest page a listing returns at once.
 MAX_PAGE_SIZE = 1000
 
 
 @dataclass(frozen=True)
 class Page(Generic[T]):
-    """What one page of a SCAN walk found; ``cursor`` 0 means the walk is over."""
+    """What one page of a listing found; ``cursor`` 0 means the listing is over."""
 
     items: list[T]
     cursor: int
@@ -84,29 +76,20 @@ class ChatOverview:
     last_id: int
 
 
-def tag_pattern(component: str, *roles: str) -> tuple[str, re.Pattern[str]]:
-    """The SCAN pattern for ``<prefix>:<component>:{*}:<roles>`` and a regex taking the tag."""
-    pattern = make_key(component, "*", *roles)
-    exact = re.escape(make_key(component, "TAG", *roles)).replace(r"\{TAG\}", r"\{([^{}]+)\}")
-    return pattern, re.compile(f"^{exact}$")
-
-
-def _scan_page(
+def _registry_page(
     component: str,
-    roles: tuple[str, ...],
-    cursor: int = 0,
-    count: int = 50,
-    *,
-    client: Client | None = None,
+    key_of: Callable[[str], str | list[str]],
+    cursor: int,
+    count: int,
+    client: Client | None,
 ) -> Page[str]:
-    """Return up to about ``count`` tags of keys ``<prefix>:<component>:{<tag>}:<roles>``.
-
-    Start with ``cursor`` 0 and pass the returned cursor for the next page; sorted
-    within the page only.
-    """
-    pattern, regex = tag_pattern(component, *roles)
-    found, cursor = _scan_matches(pattern, regex, cursor, count, client)
-    return Page(sorted(tag for (tag,) in found), cursor)
+    """A page of the registered names of ``component`` whose keys exist (sorted within the
+    page), and the cursor to go on from, 0 at the end."""
+    check_int(cursor, "cursor", minimum=0)
+    check_page_size(count, "count", maximum=MAX_PAGE_SIZE)
+    client = resolve_client(client)
+    names, following = registry.page(component, cursor, count, client=client)
+    return Page(registry.existing(component, key_of, names, client=client), following)
 
 
 def lock_page(
@@ -114,34 +97,28 @@ def lock_page(
 ) -> Page[locks.HeldLock]:
     """Return a page of held locks (name, owner token, TTL, fence) and the cursor to go on.
 
-    Like ``locks.held_locks`` but one SCAN page at a time; a lock released between the
-    SCAN and the read is left out.
+    Like ``locks.held_locks`` a page of the registry at a time; a lock released between
+    the registry's read and the lock's is left out.
     """
+    check_int(cursor, "cursor", minimum=0)
+    check_page_size(count, "count", maximum=MAX_PAGE_SIZE)
     client = resolve_client(client)
-    page = _scan_page("lock", ("owner",), cursor, count, client=client)
-    pipe = client.pipeline(transaction=False)
-    for name in page.items:
-        owner_key, fence_key, _signal = locks.lock_keys(name)
-        pipe.get(owner_key).pttl(owner_key).get(fence_key)
-    replies = pipe.execute() if page.items else []
-    held = []
-    for index, name in enumerate(page.items):
-        owner, pttl, fence = replies[3 * index : 3 * index + 3]
-        if owner is not None:
-            ttl = pttl / 1000 if pttl >= 0 else None
-            fence = int(fence) if fence is not None else None
-            held.append(locks.HeldLock(name=name, owner=owner.decode(), ttl=ttl, fence=fence))
-    return Page(held, page.cursor)
+    names, following = registry.page("lock", cursor, count, client=client)
+    return Page(locks.read_held(names, client=client), following)
 
 
 def semaphore_page(cursor: int = 0, count: int = 20, *, client: Client | None = None) -> Page[str]:
     """Return a page of semaphore names that have a holders zset."""
-    return _scan_page("semaphore", ("holders",), cursor, count, client=client)
+    return _registry_page("semaphore", semaphores.holders_key, cursor, count, client)
 
 
 def chat_page(cursor: int = 0, count: int = 25, *, client: Client | None = None) -> Page[str]:
     """Return a page of chat ids."""
-    return _scan_page("chat", ("members",), cursor, count, client=client)
+    return _registry_page("chat", _chat_members_key, cursor, count, client)
+
+
+def _chat_members_key(chat_id: str) -> str:
+    return chat_keys(chat_id)["members"]
 
 
 def chat_overview(chat_id: str, *, client: Client | None = None) -> ChatOverview | None:
@@ -175,60 +152,47 @@ def chat_overview(chat_id: str, *, client: Client | None = None) -> ChatOverview
 
 def guild_page(cursor: int = 0, count: int = 50, *, client: Client | None = None) -> Page[str]:
     """Return a page of guilds that have an address book."""
-    return _scan_page("ac", ("names",), cursor, count, client=client)
+    return _registry_page("ac", _book_key, cursor, count, client)
 
 
-def _scan_matches(
-    pattern: str, regex: re.Pattern[str], cursor: int, count: int, client: Any
-) -> tuple[set[tuple[str, ...]], int]:
-    """SCAN from ``cursor`` until about ``count`` keys matched ``regex``; return its groups."""
-    check_int(cursor, "cursor", minimum=0)
-    check_page_size(count, "count", maximum=MAX_PAGE_SIZE)
-    client = resolve_client(client)
-    found: set[tuple[str, ...]] = set()
-    for _ in range(MAX_SCAN_CALLS):
-        cursor, batch = scan_step(client, cursor, pattern, count)
-        for key in batch:
-            match = regex.match(key.decode("utf-8", "replace"))
-            if match:
-                found.add(match.groups())
-        if cursor == 0 or len(found) >= count:
-            break
-    return found, int(cursor)
+def _book_key(guild: str) -> str:
+    return make_key("ac", guild, "names")
 
 
 def config_page(
     cursor: int = 0, count: int = 50, *, client: Client | None = None
 ) -> Page[tuple[str, str]]:
     """Return a page of stored configurations as sorted (type, name) pairs, and the cursor."""
-    prefix = re.escape(app_settings.KEY_PREFIX)
-    regex = re.compile(rf"^{prefix}:config:\{{([^{{}}]+)\}}:([^:{{}}]+)$")
-    found, cursor = _scan_matches(make_key("config", "*", "*"), regex, cursor, count, client)
-    return Page(sorted((kind, name) for kind, name in found), cursor)
+    page = _registry_page("config", _config_key, cursor, count, client)
+    pairs = [entry.split(":", 1) for entry in page.items]
+    return Page(sorted((kind, name) for kind, name in pairs), page.cursor)
+
+
+def _config_key(entry: str) -> str:
+    kind, name = entry.split(":", 1)
+    return make_key("config", kind, name)
 
 
 def log_page(cursor: int = 0, count: int = 50, *, client: Client | None = None) -> Page[str]:
     """Return a page of log names that have a recent log of any severity."""
-    prefix = re.escape(app_settings.KEY_PREFIX)
-    severities = "|".join(SEVERITIES)
-    regex = re.compile(rf"^{prefix}:log:\{{([^{{}}]+)\}}:recent:(?:{severities})$")
-    found, cursor = _scan_matches(make_key("log", "*", "recent", "*"), regex, cursor, count, client)
-    return Page(sorted(name for (name,) in found), cursor)
+    return _registry_page("log", _recent_log_keys, cursor, count, client)
+
+
+def _recent_log_keys(name: str) -> list[str]:
+    return [make_key("log", name, "recent", severity) for severity in SEVERITIES]
 
 
 def stats_entries(count: int = 200, *, client: Client | None = None) -> list[tuple[str, str]]:
     """Return up to ``count`` (context, kind) pairs with statistics this or last hour, sorted."""
-    client = resolve_client(client)
-    prefix = app_settings.KEY_PREFIX + ":stats:"
-    regex = re.compile(r"^\{([^{}]+)\}:([^:{}]+)(?::last)?$")
-    found: set[tuple[str, str]] = set()
-    for key in scan_keys(client, prefix + "*", count=SCAN_BATCH):
-        match = regex.match(key.decode("utf-8", "replace")[len(prefix) :])
-        if match:
-            found.add((match.group(1), match.group(2)))
-            if len(found) >= count:
-                break
-    return sorted(found)
+    page = _registry_page("stats", _stats_keys, 0, count, client)
+    pairs = [entry.split(":", 1) for entry in page.items]
+    return sorted((context, kind) for context, kind in pairs)
+
+
+def _stats_keys(entry: str) -> list[str]:
+    context, kind = entry.split(":", 1)
+    key = make_key("stats", context, kind)
+    return [key, f"{key}:last"]
 
 
 def counter_page(

@@ -71,6 +71,7 @@ from ..conf import app_settings
 from ..connection import Client, resolve_client
 from ..exceptions import InvalidArgument, LockNotOwned, LockTimeout
 from ..validation import check_count, check_seconds
+from . import registry
 from .lease import Lease, immediate_client, validate_heartbeat
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "fenced_update",
     "held_locks",
     "lock_keys",
+    "read_held",
 ]
 
 logger = logging.getLogger(__name__)
@@ -180,6 +182,7 @@ class Lock:
         Raise LockTimeout when others held it for the whole wait.
         """
         wait = self.timeout if timeout is None else check_seconds(timeout, "lock timeout")
+        registry.note(COMPONENT, self.name, client=self.client)
         lease = self._new_lease()
         if not lease.acquire(wait):
             self._unused = lease
@@ -188,6 +191,7 @@ class Lock:
 
     def try_acquire(self) -> int | None:
         """Make one attempt without waiting; return the fence, or None when it is held."""
+        registry.note(COMPONENT, self.name, client=self.client)
         lease = self._new_lease()
         if lease.try_acquire():
             return self._started(lease)
@@ -259,38 +263,41 @@ class HeldLock:
     fence: int | None
 
 
-def held_locks(client: Client | None = None, *, batch: int = 200) -> list[HeldLock]:
-    """Return the locks held right now, sorted by name (SCAN, never KEYS).
+def held_locks(client: Client | None = None) -> list[HeldLock]:
+    """Return the locks held right now, sorted by name.
 
-    ``ttl`` is None for a key without TTL (set outside this module). A lock
-    released during the scan is left out. For the admin and operators; the
-    values are a snapshot per lock, not across locks.
+    The candidates are the lock registry's names (``services.registry``), never a SCAN:
+    the cost follows the number of lock names in use, not the keyspace. ``ttl`` is None
+    for a key without TTL (set outside this module). A lock released meanwhile is left
+    out. For the admin and operators; the values are a snapshot per lock, not across locks.
     """
     client = resolve_client(client)
-    pattern = keys.component_pattern(COMPONENT) + ":owner"
+    return read_held(registry.names(COMPONENT, client=client), client=client)
+
+
+def read_held(names: list[str], *, client: Client | None = None) -> list[HeldLock]:
+    """Return which of the locks ``names`` are held, in one pipeline; forget the names of
+    locks gone for good from the registry (``registry.prune``)."""
+    client = resolve_client(client)
+    if not names:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        owner_key, fence_key, _signal = _role_keys(name)
+        pipe.get(owner_key).pttl(owner_key).get(fence_key)
+    replies = pipe.execute()
     found: list[HeldLock] = []
-    owner_keys = [key.decode() for key in keys.scan_keys(client, pattern)]
-    for start in range(0, len(owner_keys), batch):
-        chunk = owner_keys[start : start + batch]
-        pipe = client.pipeline(transaction=False)
-        for owner_key in chunk:
-            fence_key = owner_key.rsplit(":", 1)[0] + ":fence"
-            pipe.get(owner_key).pttl(owner_key).get(fence_key)
-        replies = pipe.execute()
-        for index, owner_key in enumerate(chunk):
-            owner, pttl, fence = replies[3 * index : 3 * index + 3]
-            if owner is None:
-                continue
-            name = owner_key[owner_key.index("{") + 1 : owner_key.rindex("}")]
-            found.append(
-                HeldLock(
-                    name=name,
-                    owner=owner.decode(),
-                    ttl=pttl / 1000 if pttl >= 0 else None,
-                    fence=int(fence) if fence is not None else None,
-                )
-            )
-    return sorted(found, key=lambda held: held.name)
+    for index, name in enumerate(names):
+        owner, pttl, fence = replies[3 * index : 3 * index + 3]
+        if owner is not None:
+            ttl = pttl / 1000 if pttl >= 0 else None
+            fence = int(fence) if fence is not None else None
+            found.append(HeldLock(name=name, owner=owner.decode(), ttl=ttl, fence=fence))
+    held = {lock.name for lock in found}
+    registry.prune(
+        COMPONENT, lambda stale: [name in held for name in stale], candidates=names, client=client
+    )
+    return sorted(found, key=lambda lock: lock.name)
 
 
 def fenced_update(

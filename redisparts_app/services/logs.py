@@ -41,6 +41,7 @@ from ..connection import Client, resolve_client
 from ..exceptions import InvalidArgument, InvalidArgumentType
 from ..keys import make_key
 from ..validation import check_key_part, check_optional_count
+from . import registry
 
 __all__ = [
     "SEVERITIES",
@@ -112,6 +113,7 @@ def log_recent(
     client = resolve_client(client)
     args = [_entry_json(clock(), message), _recent_limit(), _recent_ttl()]
     lua.script(client, "log_recent")(keys=[_recent_key(name, severity)], args=args)
+    registry.note("log", name, client=client)  # after: a message Redis refused wrote nothing
 
 
 def log_common(
@@ -136,7 +138,9 @@ def log_common(
     keys = [common, f"{common}:last", f"{common}:start", f"{common}:pstart"]
     keys.append(_recent_key(name, severity))
     args = [message, hour, _entry_json(now, message), _recent_limit(), COMMON_TTL, _recent_ttl()]
-    return int(lua.script(client, "log_common")(keys=keys, args=args))
+    count = int(lua.script(client, "log_common")(keys=keys, args=args))
+    registry.note("log", name, client=client)
+    return count
 
 
 def recent(

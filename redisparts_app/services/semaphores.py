@@ -75,12 +75,14 @@ from ..exceptions import (
     SemaphoreTimeout,
 )
 from ..validation import check_count, check_seconds, to_ms
+from . import registry
 
 __all__ = [
     "FairSemaphore",
     "Holder",
     "Semaphore",
     "holders",
+    "holders_key",
     "semaphore_names",
 ]
 
@@ -157,6 +159,7 @@ class Semaphore:
         wait = check_seconds(wait, "wait", allow_zero=True, maximum=MAX_TIMEOUT, whole_ms=False)
         reason = _check_reason(reason)
         holder_id = os.urandom(16).hex()  # 128 random bits, as 32 hex digits
+        registry.note(COMPONENT, self.name, client=self._client)
         deadline = self._clock() + wait
         backoff = MIN_BACKOFF
         while True:
@@ -278,14 +281,16 @@ def holders(
 
 
 def semaphore_names(*, client: Client | None = None) -> list[str]:
-    """Return the names of the semaphores that have holders' keys in Redis, sorted (SCAN)."""
-    client = resolve_client(client)
-    suffix = b"}:holders"
-    found = set()
-    for key in keys.scan_keys(client, keys.component_pattern(COMPONENT)):
-        if key.endswith(suffix):
-            found.add(key[key.index(b"{") + 1 : -len(suffix)].decode())
-    return sorted(found)
+    """Return the names of the semaphores whose holders' keys exist, sorted.
+
+    The candidates are the semaphore registry's names (``services.registry``), never a
+    SCAN; names of semaphores gone for good are forgotten on the way.
+    """
+    return registry.existing(COMPONENT, holders_key, client=client)
+
+
+def holders_key(name: str) -> str:
+    return keys.make_key(COMPONENT, name, "holders")
 
 
 def _check_reason(reason: object) -> str:

@@ -43,6 +43,7 @@ from ..conf import positive_int_setting
 from ..connection import Client, resolve_client
 from ..keys import make_key
 from ..validation import check_count, check_key_part, check_number
+from . import registry
 
 __all__ = [
     "Stats",
@@ -113,6 +114,7 @@ def update_stats(
     client = resolve_client(client)
     hour = int(clock() // HOUR) * HOUR
     key = stats_key(context, kind)
+    registry.note("stats", f"{context}:{kind}", client=client)
     raw = lua.script(client, "stats_update")(
         keys=[key, f"{key}:last"], args=[repr(value), repr(value * value), hour, STATS_TTL]
     )

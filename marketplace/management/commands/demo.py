@@ -45,6 +45,8 @@ class Command(BaseCommand):
         try:
             call_command("migrate", interactive=False, verbosity=0)
             call_command("load_demo", verbosity=0)
+            # Data kept from an earlier version of the demo predates the registries.
+            call_command("rp_registry", "--rebuild", verbosity=0)
             for name, argv in self._processes(host, port):
                 self.stdout.write(f"  starting {name}: manage.py {' '.join(argv)}")
                 # Own session: Ctrl-C reaches only this runner, which then stops each child once.

@@ -40,7 +40,11 @@ GUILDS_PER_PAGE = 50
 def int_param(request: HttpRequest, name: str, default: int = 0, least: int = 0) -> int:
     """Read a non-negative integer query parameter; a bad one counts as ``default``."""
     raw = request.GET.get(name, "")
-    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 19 and int(raw) >= least else default
+    return (
+        int(raw)
+        if raw.isascii() and raw.isdigit() and len(raw) < 19 and int(raw) >= least
+        else default
+    )
 
 
 def offset_page(request: HttpRequest, total: int, size: int) -> dict[str, Any]:

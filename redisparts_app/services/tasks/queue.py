@@ -34,7 +34,8 @@ from ... import lua
 from ...conf import app_settings
 from ...connection import get_redis, on_slot
 from ...exceptions import InvalidTask, TaskNotFound, TaskNotReplicated
-from ...keys import make_key, scan_keys, validate_key_part
+from ...keys import make_key, validate_key_part
+from .. import registry
 
 __all__ = [
     "TaskInfo",
@@ -72,17 +73,17 @@ class TaskInfo:
 
 
 def queue_groups(*, client: Any = None, with_default: bool = False) -> list[str]:
-    """Return the names of the queue groups that hold queues, sorted (SCAN, never KEYS).
+    """Return the names of the queue groups that hold queues, sorted.
 
+    The candidates are the queue registry's names (``services.registry``), never a SCAN.
     ``with_default``: list REDISPARTS["QUEUE_GROUP"] even before it holds a queue.
     """
     client = client if client is not None else get_redis()
-    prefix = f"{app_settings.KEY_PREFIX}:{COMPONENT}:{{"
-    groups = {str(app_settings.QUEUE_GROUP)} if with_default else set()
-    for key in scan_keys(client, f"{app_settings.KEY_PREFIX}:{COMPONENT}:*:queues"):
-        text = key.decode("utf-8", "replace")
-        if text.startswith(prefix) and text.endswith("}:queues"):
-            groups.add(text[len(prefix) : -len("}:queues")])
+    groups = set(
+        registry.existing(COMPONENT, lambda g: make_key(COMPONENT, g, "queues"), client=client)
+    )
+    if with_default:
+        groups.add(str(app_settings.QUEUE_GROUP))
     return sorted(groups)
 
 
@@ -308,6 +309,7 @@ class TaskQueue:
             argv.append(1)
 
         def push() -> str:
+            registry.note(COMPONENT, self.group, client=self.client)
             if wait_replicas and wait_timeout is not None:  # the timeout was checked above
                 holder = self._push_replicated(keys, argv, wait_replicas, wait_timeout)
             else:

@@ -1,0 +1,220 @@
+"""Registries: the names each component has in use, so that nothing on a request path or
+a scrape walks the keyspace with SCAN.
+
+Import: ``from redisparts_app.services import registry``.
+
+Key (one per component; ``<component>`` is ``lock``, ``semaphore``, ``chat``, ``queue``,
+``ac``, ``config``, ``log`` or ``stats``)::
+
+    rp:registry:{<component>}:names   zset: name -> when a process last noted it (Unix s)
+
+A component calls ``note(component, name)`` when it uses a name (acquires a lock,
+enqueues into a group, creates a chat, ...). The ZADD is sent at most once per
+``NOTE_INTERVAL`` seconds per process, client and name, so a hot path pays a dict lookup.
+Readers list the names (``names``, ``page``: ZRANGE, O(log n + names returned)) and read
+the things themselves, so a name whose thing is gone is only a wasted read. The cost of a
+listing follows the number of names a component has in use, never the size of the
+keyspace.
+
+``prune(component, alive)`` forgets names nobody noted for ``2 * NOTE_INTERVAL`` seconds
+whose thing is gone (``alive`` tells). It removes a name with a script that first checks
+the name's score again, so a name noted by anybody meanwhile stays: a name in use is never
+forgotten. Readers that already read every thing of a page (the admin's lists, the
+figures) prune what they saw; nothing else has to run for the registries to stay small.
+
+Bounds: a name is listed from its first use; a name used before an upgrade, or written
+by code outside the services, is listed after its next use or after
+``rp_registry --rebuild`` (one SCAN: a maintenance command). After the registry is lost
+(a flush, a restart without persistence), a name comes back at its next use once
+``NOTE_INTERVAL`` has passed; ``forget_noted()`` makes this process note every name again
+at once (tests call it after each flush). On a Redis Cluster each registry lives on the
+node of its own slot; a note is one more command there, not part of the component's
+script, which is why a registry lists candidates and readers check them.
+"""
+
+import re
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from .. import lua
+from ..conf import app_settings
+from ..connection import Client, is_pipeline, resolve_client
+from ..keys import make_key, scan_keys
+
+__all__ = [
+    "COMPONENTS",
+    "NOTE_INTERVAL",
+    "existing",
+    "forget",
+    "forget_noted",
+    "names",
+    "note",
+    "page",
+    "prune",
+    "rebuild",
+    "registry_key",
+]
+
+COMPONENTS = ("lock", "semaphore", "chat", "queue", "ac", "config", "log", "stats")
+NOTE_INTERVAL = 60.0
+# Entries of the note cache before it is cleared (names that are used once, like per-order
+# lock names, would otherwise grow it without end).
+_NOTED_MAX = 100_000
+
+# Per client (weakly: a client that is gone takes its notes along), when each
+# (component, name) was last noted by this process.
+_noted: "weakref.WeakKeyDictionary[Any, dict[tuple[str, str], float]]" = weakref.WeakKeyDictionary()
+_noted_guard = threading.Lock()
+
+
+def registry_key(component: str) -> str:
+    return make_key("registry", component, "names")
+
+
+def note(component: str, name: str, *, client: Client | None = None) -> None:
+    """Record that ``name`` of ``component`` is in use (sent at most once a NOTE_INTERVAL).
+
+    On a pipeline the ZADD is queued every time, to go with the pipeline's other commands.
+    """
+    client = resolve_client(client)
+    if is_pipeline(client):
+        client.zadd(registry_key(component), {name: time.time()})
+        return
+    now = time.monotonic()
+    noted = _noted.get(client)
+    last = noted.get((component, name)) if noted is not None else None
+    if last is not None and now - last < NOTE_INTERVAL:
+        return
+    client.zadd(registry_key(component), {name: time.time()})
+    with _noted_guard:
+        noted = _noted.setdefault(client, {})
+        if len(noted) >= _NOTED_MAX:
+            noted.clear()
+        noted[(component, name)] = now
+
+
+def forget(component: str, name: str, *, client: Client | None = None) -> None:
+    """Forget ``name`` at once, for a component that deleted its thing itself (a chat's
+    last member left). The thing's next use registers it again."""
+    resolve_client(client).zrem(registry_key(component), name)
+
+
+def forget_noted() -> None:
+    """Make this process note every name again at its next use (after a flush, in tests)."""
+    with _noted_guard:
+        _noted.clear()
+
+
+def names(component: str, *, client: Client | None = None) -> list[str]:
+    """Every registered name of ``component``, sorted."""
+    found = resolve_client(client).zrange(registry_key(component), 0, -1)
+    return sorted(name.decode() for name in found)
+
+
+def page(
+    component: str, cursor: int = 0, count: int = 50, *, client: Client | None = None
+) -> tuple[list[str], int]:
+    """Up to ``count`` names from position ``cursor`` (sorted within the page) and the next
+    cursor, 0 at the end. Names added or forgotten meanwhile may shift a page by as many."""
+    found = resolve_client(client).zrange(registry_key(component), cursor, cursor + count - 1)
+    following = cursor + count if len(found) == count else 0
+    return sorted(name.decode() for name in found), following
+
+
+def existing(
+    component: str,
+    key_of: Callable[[str], str | Sequence[str]],
+    names: Sequence[str] | None = None,
+    *,
+    client: Client | None = None,
+) -> list[str]:
+    """Return which of ``names`` (default: every registered name) still have a key in
+    Redis, sorted; ``key_of(name)`` gives the key, or several keys of one slot, to look
+    for. One pipeline of EXISTS; the names found gone for good are forgotten (``prune``)."""
+    client = resolve_client(client)
+    names = globals()["names"](component, client=client) if names is None else list(names)
+    if not names:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        wanted = key_of(name)
+        pipe.exists(*([wanted] if isinstance(wanted, str) else wanted))
+    found = {name for name, count in zip(names, pipe.execute(), strict=True) if count}
+    prune(component, lambda stale: [name in found for name in stale], names, client=client)
+    return sorted(found)
+
+
+def prune(
+    component: str,
+    alive: Callable[[list[str]], Iterable[bool]],
+    candidates: Iterable[str] | None = None,
+    *,
+    client: Client | None = None,
+) -> int:
+    """Forget the names among ``candidates`` (default: all) that nobody noted for two
+    NOTE_INTERVALs and whose thing ``alive`` (given the names, one bool each) says is gone.
+    Return how many were forgotten."""
+    client = resolve_client(client)
+    key = registry_key(component)
+    cutoff = time.time() - 2 * NOTE_INTERVAL
+    stale = [n.decode() for n in client.zrangebyscore(key, "-inf", cutoff)]
+    if candidates is not None:
+        wanted = set(candidates)
+        stale = [name for name in stale if name in wanted]
+    gone = [name for name, up in zip(stale, alive(stale), strict=True) if not up]
+    if not gone:
+        return 0
+    return int(lua.script(client, "registry_forget")(keys=[key], args=[cutoff, *gone]))
+
+
+# What each component's keys look like, for ``rebuild``: the name is the hash tag, and
+# for configurations and statistics the tag and the part after it.
+_SHAPES = {
+    "lock": r"\{([^{}]+)\}:owner",
+    "semaphore": r"\{([^{}]+)\}:holders",
+    "chat": r"\{([^{}]+)\}:members",
+    "queue": r"\{([^{}]+)\}:queues",
+    "ac": r"\{([^{}]+)\}:names",
+    "config": r"\{([^{}]+)\}:([^:{}]+)",
+    "log": r"\{([^{}]+)\}:recent:[a-z]+",
+    "stats": r"\{([^{}]+)\}:([^:{}]+)",
+}
+
+
+def rebuild(
+    *, client: Client | None = None, progress: Callable[[int], object] | None = None
+) -> dict[str, int]:
+    """Register every name found in the keyspace (one SCAN walk: a maintenance step, for
+    data written before the registries or by code outside the services). Return how many
+    names each component has found; ``progress(keys)`` is called after each batch."""
+    client = resolve_client(client)
+    prefix = re.escape(app_settings.KEY_PREFIX)
+    shapes = {
+        component: re.compile(rf"^{prefix}:{component}:{shape}$")
+        for component, shape in _SHAPES.items()
+    }
+    found: dict[str, set[str]] = {component: set() for component in COMPONENTS}
+    batch = 0
+    start = len(app_settings.KEY_PREFIX) + 1
+    for key in scan_keys(client, f"{app_settings.KEY_PREFIX}:*"):
+        text = key.decode("utf-8", "replace")
+        component = text[start:].split(":", 1)[0]
+        match = shapes[component].match(text) if component in shapes else None
+        if match:
+            found[component].add(":".join(match.groups()))
+        batch += 1
+        if progress is not None and batch == 1000:
+            progress(batch)
+            batch = 0
+    if progress is not None and batch:
+        progress(batch)
+    now = time.time()
+    pipe = client.pipeline(transaction=False)
+    for component, names_found in found.items():
+        if names_found:
+            pipe.zadd(registry_key(component), dict.fromkeys(names_found, now))
+    pipe.execute()
+    return {component: len(names_found) for component, names_found in found.items()}
