@@ -2,7 +2,8 @@
 
 Environment: REDIS_URL (an external Redis; default: the embedded server in
 REDISPARTS_DATA_DIR, default var/redis), or REDIS_SENTINELS ("host:port,host:port") with
-REDIS_SENTINEL_MASTER (default mymaster) and REDIS_SENTINEL_DB (default 0),
+REDIS_SENTINEL_MASTER (default mymaster) and REDIS_SENTINEL_DB (default 0), or
+REDIS_CLUSTER_NODES ("host:port,host:port": some nodes of a Redis Cluster),
 DATABASE_URL (default SQLite in var/), DJANGO_SECRET_KEY, DJANGO_DEBUG,
 DJANGO_ALLOWED_HOSTS, DJANGO_EMAIL_FILE_PATH (where the file e-mail backend writes, default
 var/outbox), DJANGO_STATIC_ROOT (where collectstatic writes, default var/static),
@@ -124,6 +125,9 @@ REDIS_URL = os.environ.get("REDIS_URL") or socket_url(REDIS_DATA_DIR)
 REDIS_SENTINELS = sentinel_addresses(os.environ.get("REDIS_SENTINELS", ""))
 REDIS_SENTINEL_MASTER = os.environ.get("REDIS_SENTINEL_MASTER", "mymaster")
 REDIS_SENTINEL_DB = int(os.environ.get("REDIS_SENTINEL_DB", "0"))
+REDIS_CLUSTER_NODES = sentinel_addresses(
+    os.environ.get("REDIS_CLUSTER_NODES", ""), what="cluster node address"
+)
 # Bounded waits, so a dead master is noticed and the client asks the sentinels again.
 REDIS_OPTIONS = {"socket_connect_timeout": 2, "socket_timeout": 5}
 
@@ -143,7 +147,7 @@ REDISPARTS = {
     "METRICS_TOKEN": os.environ.get("REDISPARTS_METRICS_TOKEN") or None,
     "MAINTENANCE_EXEMPT_PATHS": ["/admin/", "/metrics", "/health/"],
     "EMBEDDED": None
-    if os.environ.get("REDIS_URL") or REDIS_SENTINELS
+    if os.environ.get("REDIS_URL") or REDIS_SENTINELS or REDIS_CLUSTER_NODES
     else {"DATA_DIR": REDIS_DATA_DIR, "AUTOSTART": True, "APPENDFSYNC": "everysec"},
 }
 
@@ -168,6 +172,17 @@ if REDIS_SENTINELS:
             "SOCKET_TIMEOUT": 5,
         },
     }
+
+if REDIS_CLUSTER_NODES:
+    # The services follow the cluster's slot map; nothing of the site is kept in Django's
+    # cache, whose Redis backends do not speak Cluster, so it stays in each process.
+    REDISPARTS["CONNECTIONS"] = {
+        "default": {
+            "CLUSTER": [f"redis://{host}:{port}" for host, port in REDIS_CLUSTER_NODES],
+            "OPTIONS": REDIS_OPTIONS,
+        }
+    }
+    CACHES["default"] = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

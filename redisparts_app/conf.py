@@ -195,8 +195,9 @@ def positive_int_setting(name: str) -> int:
     return value
 
 
-def sentinel_addresses(text: str) -> list[list[Any]]:
-    """Parse ``"host:port,host:port"`` (e.g. an environment variable) into SENTINELS pairs.
+def sentinel_addresses(text: str, what: str = "sentinel address") -> list[list[Any]]:
+    """Parse ``"host:port,host:port"`` (e.g. an environment variable) into SENTINELS pairs
+    (also the nodes of a cluster; ``what`` names an entry in the error).
 
     Empty text gives an empty list; a malformed entry raises ImproperlyConfigured.
     """
@@ -204,8 +205,6 @@ def sentinel_addresses(text: str) -> list[list[Any]]:
     for entry in filter(None, (part.strip() for part in text.split(","))):
         host, _, port = entry.rpartition(":")
         if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
-            raise ImproperlyConfigured(
-                f"sentinel address {entry!r} is not host:port (e.g. 10.0.0.1:26379)"
-            )
+            raise ImproperlyConfigured(f"{what} {entry!r} is not host:port (e.g. 10.0.0.1:26379)")
         addresses.append([host.strip("[]"), int(port)])
     return addresses

@@ -23,6 +23,7 @@ redis-py 5.2's cluster client refuses, and for scripts pipelined per node;
 
 import functools
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeAlias, TypeVar
@@ -43,6 +44,7 @@ from .exceptions import ConnectionNotConfigured, shorten
 
 __all__ = [
     "SHAPES",
+    "SLOT_MIGRATING_ERRORS",
     "SLOT_MOVED_ERRORS",
     "URL_SCHEMES",
     "Client",
@@ -55,6 +57,9 @@ __all__ = [
     "reset_clients",
     "resolve_client",
     "slot_client",
+    "slot_is_moving",
+    "transaction",
+    "while_resharding",
 ]
 
 URL_SCHEMES = ("redis", "rediss", "unix")
@@ -224,6 +229,64 @@ def on_slot(client: Any, key: KeyT) -> Iterator[Any]:
 
 
 T = TypeVar("T")
+
+# What a server answers while a slot migrates (a resharding): the command was refused
+# before it ran, so running it again, once the move is done, is safe.
+SLOT_MIGRATING_ERRORS = (
+    redis_errors.MovedError,
+    redis_errors.AskError,
+    redis_errors.TryAgainError,
+)
+
+
+def slot_is_moving(exc: BaseException) -> bool:
+    """Whether ``exc`` says the slot of the keys is being moved: a redirection, TRYAGAIN,
+    or a script that met one of its keys already gone to the slot's new node."""
+    return isinstance(exc, SLOT_MIGRATING_ERRORS) or (
+        isinstance(exc, redis_errors.ResponseError) and "non local key" in str(exc)
+    )
+
+
+# How long a call waits for a slot's migration to end; one slot moves in milliseconds.
+RESHARDING_PATIENCE = 10.0
+
+
+def while_resharding(client: Any, call: Callable[[], T]) -> T:
+    """Return ``call()``, calling it again while the slot it works on is being moved.
+
+    For a call whose writes are one transaction or one script, run on a server of
+    ``on_slot`` (a cluster client follows MOVED, ASK and TRYAGAIN by itself, but a
+    server's own client does not): the server refused it before anything ran. Waits
+    up to RESHARDING_PATIENCE seconds, from 5 ms doubling to 100 ms between tries,
+    reading the slot map again each time; other errors, and any error off a cluster,
+    go on at once.
+    """
+    deadline = time.monotonic() + RESHARDING_PATIENCE
+    pause = 0.005
+    while True:
+        try:
+            return call()
+        except SLOT_MIGRATING_ERRORS:
+            if not isinstance(client, RedisCluster) or time.monotonic() > deadline:
+                raise
+            with suppress(redis_errors.RedisError):
+                client.nodes_manager.initialize()
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+
+
+def transaction(client: Any, key: KeyT, queue: Callable[[Pipeline], object]) -> list[Any]:
+    """Run the commands ``queue(pipe)`` puts on a pipeline as one MULTI/EXEC on the
+    server holding ``key`` (their keys share its hash tag); return EXEC's replies. Runs
+    again while the slot is being moved (``while_resharding``)."""
+
+    def run() -> list[Any]:
+        with on_slot(client, key) as server:
+            pipe = server.pipeline(transaction=True)
+            queue(pipe)
+            return pipe.execute()
+
+    return while_resharding(client, run)
 
 
 def by_node(client: Any, items: Iterable[T], key_of: Callable[[T], KeyT]) -> list[list[T]]:

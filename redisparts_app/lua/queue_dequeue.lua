@@ -1,5 +1,5 @@
--- queue_dequeue.lua: record finished tasks as done, then move up to ARGV[3] ready tasks,
--- first queue first, to the in-flight set: a worker's one round trip between two tasks.
+-- queue_dequeue.lua: move up to ARGV[3] ready tasks, first queue first, to the in-flight
+-- set, and record finished tasks as done: a worker's one round trip between two tasks.
 -- KEYS[1] tasks hash   KEYS[2] in-flight zset (id -> lease deadline ms)
 -- KEYS[3] owners hash (id -> worker id)   KEYS[4] deliveries hash (id -> count)
 -- KEYS[5] worker wake list   KEYS[6..5+q] queue lists, highest priority first
@@ -14,6 +14,62 @@
 -- One wake-up token is dropped per task taken: tokens left stand for tasks still ready,
 -- so idle workers are not woken for tasks a claim already took.
 local worker, queues, done_count = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
+local wanted = tonumber(ARGV[3])
+local taken = {}
+-- The claim goes first: while a Cluster slot is being moved, a script may only touch
+-- keys that exist, and recording the done tasks may delete a hash or the in-flight set
+-- that the claim would then write (it writes them again only once the claim is done).
+if wanted > 0 then
+  local t = redis.call('time')
+  local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
+  local ids, stamps, owners, counts, alone = {}, {}, {}, {}, false
+  for i = 6, 5 + queues do
+    local drained = false
+    while not alone and not drained and #ids < wanted do
+      local asked = wanted - #ids
+      local popped = redis.call('lpop', KEYS[i], asked)
+      if not popped then break end
+      -- A short answer emptied the list, and Redis deleted it: no second LPOP, which on a
+      -- Cluster slot being moved would fail on the missing key after this one wrote.
+      drained = #popped < asked
+      local bodies = redis.call('hmget', KEYS[1], unpack(popped))
+      local before = redis.call('hmget', KEYS[4], unpack(popped))
+      local rest = #popped + 1
+      for j, id in ipairs(popped) do
+        -- An id without a record was deleted while queued: drop it.
+        if bodies[j] then
+          local delivered = tonumber(before[j] or '0')
+          alone = delivered > 0
+          if alone and #ids > 0 then
+            rest = j  -- left first in line, for a claim of its own
+            break
+          end
+          ids[#ids + 1] = id
+          stamps[#stamps + 1], stamps[#stamps + 2] = deadline, id
+          owners[#owners + 1], owners[#owners + 2] = id, worker
+          counts[#counts + 1], counts[#counts + 2] = id, delivered + 1
+          taken[#taken + 1], taken[#taken + 2], taken[#taken + 3] = id, bodies[j], delivered + 1
+          if alone then
+            rest = j + 1
+            break
+          end
+        end
+      end
+      if rest <= #popped then
+        local back = {}
+        for j = #popped, rest, -1 do back[#back + 1] = popped[j] end
+        redis.call('lpush', KEYS[i], unpack(back))
+      end
+    end
+    if alone or #ids >= wanted then break end
+  end
+  if #ids > 0 then
+    redis.call('zadd', KEYS[2], unpack(stamps))
+    redis.call('hset', KEYS[3], unpack(owners))
+    redis.call('hset', KEYS[4], unpack(counts))
+    redis.call('ltrim', KEYS[5], #ids, -1)
+  end
+end
 local lost = {}
 if done_count > 0 then
   local ids = {unpack(ARGV, 6, 5 + done_count)}
@@ -37,52 +93,5 @@ if done_count > 0 then
     local owner = ARGV[5 + done_count + k - 5 - queues]
     if held[owner] and redis.call('get', KEYS[k]) == owner then redis.call('del', KEYS[k]) end
   end
-end
-local wanted = tonumber(ARGV[3])
-local taken = {}
-if wanted == 0 then return {lost, taken} end
-local t = redis.call('time')
-local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
-local ids, stamps, owners, counts, alone = {}, {}, {}, {}, false
-for i = 6, 5 + queues do
-  while not alone and #ids < wanted do
-    local popped = redis.call('lpop', KEYS[i], wanted - #ids)
-    if not popped then break end
-    local bodies = redis.call('hmget', KEYS[1], unpack(popped))
-    local before = redis.call('hmget', KEYS[4], unpack(popped))
-    local rest = #popped + 1
-    for j, id in ipairs(popped) do
-      -- An id without a record was deleted while queued: drop it.
-      if bodies[j] then
-        local delivered = tonumber(before[j] or '0')
-        alone = delivered > 0
-        if alone and #ids > 0 then
-          rest = j  -- left first in line, for a claim of its own
-          break
-        end
-        ids[#ids + 1] = id
-        stamps[#stamps + 1], stamps[#stamps + 2] = deadline, id
-        owners[#owners + 1], owners[#owners + 2] = id, worker
-        counts[#counts + 1], counts[#counts + 2] = id, delivered + 1
-        taken[#taken + 1], taken[#taken + 2], taken[#taken + 3] = id, bodies[j], delivered + 1
-        if alone then
-          rest = j + 1
-          break
-        end
-      end
-    end
-    if rest <= #popped then
-      local back = {}
-      for j = #popped, rest, -1 do back[#back + 1] = popped[j] end
-      redis.call('lpush', KEYS[i], unpack(back))
-    end
-  end
-  if alone or #ids >= wanted then break end
-end
-if #ids > 0 then
-  redis.call('zadd', KEYS[2], unpack(stamps))
-  redis.call('hset', KEYS[3], unpack(owners))
-  redis.call('hset', KEYS[4], unpack(counts))
-  redis.call('ltrim', KEYS[5], #ids, -1)
 end
 return {lost, taken}

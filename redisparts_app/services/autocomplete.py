@@ -280,7 +280,8 @@ class AddressBook:
         member = validate_name(name, "member")
         script = lua.script(self.client, "autocomplete_join")
         joined = bool(script(keys=self._keys(), args=self._join_args(member)))
-        self._index_members([member], joined=True)
+        if joined:
+            self._index_members([member], joined=True)
         return joined
 
     def join_many(self, names: Iterable[str], batch_size: int = 500) -> int:
@@ -305,7 +306,8 @@ class AddressBook:
         member = validate_name(name, "member")
         script = lua.script(self.client, "autocomplete_leave")
         left = bool(script(keys=self._keys(), args=[member.encode()]))
-        self._index_members([member], joined=False)
+        if left:
+            self._index_members([member], joined=False)
         return left
 
     def reindex(self) -> int:
@@ -323,8 +325,8 @@ class AddressBook:
         a cluster). Members whose names cannot be a key part (``:``, braces...) have no
         such set.
         """
+        registry.note(COMPONENT, self.guild, client=self.client)
         pipe = self.client.pipeline(transaction=False)
-        registry.note(COMPONENT, self.guild, client=pipe)
         for member in members:
             if keys.is_key_part(member):
                 books = keys.make_key(COMPONENT, member, "books")

@@ -47,7 +47,15 @@ from redis.exceptions import NoScriptError
 
 from .. import lua
 from ..conf import app_settings, positive_int_setting
-from ..connection import Client, by_node, by_slot, on_slot, resolve_client
+from ..connection import (
+    SLOT_MIGRATING_ERRORS,
+    Client,
+    by_node,
+    by_slot,
+    on_slot,
+    resolve_client,
+    while_resharding,
+)
 from ..exceptions import ChatExists, ChatNotFound, InvalidArgumentType, NotChatMember
 from ..keys import make_key, validate_key_part
 from ..validation import check_count
@@ -383,6 +391,12 @@ def _pipelined_script(client: Client, name: str, calls: list[tuple[list[str], li
         with on_slot(client, calls[indexes[0]][0][0]) as server:
             group = _pipeline_scripts(server, name, [calls[i] for i in indexes])
         for index, reply in zip(indexes, group, strict=True):
+            if isinstance(reply, SLOT_MIGRATING_ERRORS):
+                # That call's slot is moving: the server did not run it. The cluster
+                # client runs it again where the slot is now (the other calls ran).
+                keys, args = calls[index]
+                script = lua.script(client, name)
+                reply = while_resharding(client, lambda: script(keys=keys, args=args))  # noqa: B023
             replies[index] = reply
     return replies
 
@@ -393,7 +407,10 @@ def _pipeline_scripts(
     script = lua.script(server, name)
     if len(calls) == 1:  # a pipeline of one call only costs more
         [(keys, args)] = calls
-        return [script(keys=keys, args=args)]
+        try:
+            return [script(keys=keys, args=args)]
+        except SLOT_MIGRATING_ERRORS as exc:
+            return [exc]
     for attempt in (1, 2):
         pipe = server.pipeline(transaction=False)
         for keys, args in calls:
@@ -403,7 +420,7 @@ def _pipeline_scripts(
             server.script_load(script.script)
             continue
         for reply in replies:
-            if isinstance(reply, Exception):
+            if isinstance(reply, Exception) and not isinstance(reply, SLOT_MIGRATING_ERRORS):
                 raise reply
         return replies
     raise AssertionError("unreachable")

@@ -87,7 +87,7 @@ from redis.client import Pipeline
 
 from .. import keys, lua
 from ..conf import app_settings
-from ..connection import Client, on_slot, resolve_client
+from ..connection import Client, on_slot, resolve_client, transaction, while_resharding
 from ..exceptions import (
     InsufficientFunds,
     InvalidPrice,
@@ -267,12 +267,13 @@ def create_user(name: str, funds: int = 0, *, client: Client | None = None) -> N
     """Create user ``name`` with ``funds`` cents; raise UserExists if the name is taken."""
     name = keys.validate_key_part(name, "user")
     funds = validate_price(funds, "funds", allow_zero=True)
-    with on_slot(_client(client), user_key(name)) as server:
-        pipe = server.pipeline(transaction=True)
+
+    def queue(pipe: Any) -> None:
         # Both HSETNX in one MULTI: an existing user keeps its funds untouched.
         pipe.hsetnx(user_key(name), "name", name)
         pipe.hsetnx(user_key(name), "funds", funds)
-        created, _ = pipe.execute()
+
+    created, _ = transaction(_client(client), user_key(name), queue)
     if not created:
         raise UserExists(name)
 
@@ -392,15 +393,23 @@ def _retry_on_conflict(
     """Run ``attempt(pipe)`` until no WatchError; return the retries, or raise MarketBusy."""
     deadline = clock() + app_settings.MARKET_RETRY_TIMEOUT
     retries = 0
-    with on_slot(client, listings_key()) as server, server.pipeline(transaction=True) as pipe:
-        while True:
-            try:
-                attempt(pipe)
-                return retries
-            except redis.WatchError as exc:
-                retries += 1
-                if clock() > deadline:
-                    raise MarketBusy(f"{what} kept conflicting for {retries} retries") from exc
+
+    def run() -> int:
+        nonlocal retries
+        with (
+            on_slot(client, listings_key()) as server,
+            server.pipeline(transaction=True) as pipe,
+        ):
+            while True:
+                try:
+                    attempt(pipe)
+                    return retries
+                except redis.WatchError as exc:
+                    retries += 1
+                    if clock() > deadline:
+                        raise MarketBusy(f"{what} kept conflicting for {retries} retries") from exc
+
+    return while_resharding(client, run)
 
 
 def cancel_listing(seller: str, item: str, *, client: Client | None = None) -> None:

@@ -38,11 +38,11 @@ recording activity should keep their clocks in sync to the second.
 import time
 import uuid
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from .. import lua
 from ..conf import app_settings
-from ..connection import Client, on_slot, resolve_client
+from ..connection import Client, resolve_client, transaction
 from ..exceptions import InvalidArgument
 from ..keys import make_key, validate_key_part
 from ..validation import check_choice
@@ -116,16 +116,16 @@ def record_activity(
     device = validate_key_part(device, "device")
     now = clock()
     keys, start = _window(now)
-    client = resolve_client(client)
-    with on_slot(client, seen_key()) as server:
-        pipe = server.pipeline(transaction=True)
+
+    def queue(pipe: Any) -> None:
         pipe.sadd(keys[-1], user)
         pipe.expire(keys[-1], _ttl())
         pipe.zadd(seen_key(), {user: now})
         pipe.zremrangebyscore(seen_key(), "-inf", f"({start}")
         pipe.zadd(devices_key(user), {device: now})
         pipe.expire(devices_key(user), _ttl())
-        pipe.execute()
+
+    transaction(resolve_client(client), seen_key(), queue)
 
 
 def online_users(
@@ -187,12 +187,12 @@ def _change_friendship(command: str, user: str, friend: str, client: Client) -> 
         raise InvalidArgument(
             "friend", friend, "must differ from the user: nobody befriends themselves"
         )
-    client = resolve_client(client)
-    with on_slot(client, friends_key(user)) as server:
-        pipe = server.pipeline(transaction=True)
+
+    def queue(pipe: Any) -> None:
         getattr(pipe, command)(friends_key(user), friend)
         getattr(pipe, command)(friends_key(friend), user)
-        pipe.execute()
+
+    transaction(resolve_client(client), friends_key(user), queue)
 
 
 def friends(user: str, *, client: Client | None = None) -> set[str]:

@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -312,6 +312,51 @@ class LocalCluster:
                     return False
         return True
 
+    def slot_owners(self) -> dict[int, RedisServer]:
+        """Which master serves each slot now (CLUSTER SLOTS of the first master)."""
+        with self.masters[0].client() as client:
+            ranges = client.execute_command("CLUSTER SLOTS")
+        by_port = {node.port: node for node in self.masters}
+        owners: dict[int, RedisServer] = {}
+        for first, last, primary in _slot_ranges(ranges):
+            for slot in range(first, last + 1):
+                owners[slot] = by_port[primary]
+        return owners
+
+    def move_slots(self, slots: Iterable[int], target: RedisServer, batch: int = 100) -> int:
+        """Move ``slots`` to the master ``target`` while clients run, as ``redis-cli --cluster
+        reshard`` does: the target IMPORTING and the owner MIGRATING each slot, its keys
+        moved ``batch`` at a time with MIGRATE (clients meanwhile follow ASK to the target),
+        then the slot given to the target on every master (clients then follow MOVED).
+        Return how many keys moved. A master that gives away its last slot becomes a
+        replica of the new owner: leave each master at least one.
+        """
+        clients = {master.port: master.client() for master in self.masters}
+        try:
+            ids = {
+                port: client.execute_command("CLUSTER MYID").decode()
+                for port, client in clients.items()
+            }
+            owners, moved = self.slot_owners(), 0
+            for slot in slots:
+                source = owners[slot]
+                if source is target:
+                    continue
+                old, new = clients[source.port], clients[target.port]
+                new.execute_command("CLUSTER SETSLOT", slot, "IMPORTING", ids[source.port])
+                old.execute_command("CLUSTER SETSLOT", slot, "MIGRATING", ids[target.port])
+                while keys := old.execute_command("CLUSTER GETKEYSINSLOT", slot, batch):
+                    old.execute_command(
+                        "MIGRATE", target.host, target.port, "", 0, 5000, "KEYS", *keys
+                    )
+                    moved += len(keys)
+                for port in dict.fromkeys([target.port, source.port, *clients]):
+                    clients[port].execute_command("CLUSTER SETSLOT", slot, "NODE", ids[target.port])
+        finally:
+            for client in clients.values():
+                client.close()
+        return moved
+
     def client(self, **kwargs: Any) -> "redis.RedisCluster":
         """Return a cluster client (bytes) started from every node."""
         from redis.cluster import ClusterNode, RedisCluster
@@ -329,6 +374,14 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _slot_ranges(reply: Any) -> list[tuple[int, int, int]]:
+    """(first slot, last slot, primary's port) of CLUSTER SLOTS, as redis-py parses it (a
+    dict by range) or as the server sends it (a list of ranges)."""
+    if isinstance(reply, dict):
+        return [(first, last, info["primary"][1]) for (first, last), info in reply.items()]
+    return [(int(entry[0]), int(entry[1]), int(entry[2][1])) for entry in reply]
 
 
 class SentinelServer(RedisServer):

@@ -48,6 +48,7 @@ from typing import Any
 import redis
 
 from ...conf import app_settings
+from ...connection import slot_is_moving
 from ...exceptions import InvalidTask
 from ...keys import validate_key_part
 from .pool import POOLS, Outcome, Pool
@@ -113,12 +114,20 @@ class _Stoppable:
         self._stop.set()
 
     def _guarded(self, backoff: Backoff, step: Callable[[], Any]) -> Any:
-        """Run ``step``; on a connection error log, wait the back-off delay and return None."""
+        """Run ``step``; when Redis is unreachable or the slot is being moved (a Cluster
+        resharding), log, wait the back-off delay and return None."""
         try:
             result = step()
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             delay = backoff.next()
             logger.warning("Redis unreachable (%s); retrying in %.1fs", exc, delay)
+            self._stop.wait(delay)
+            return None
+        except redis.RedisError as exc:
+            if not slot_is_moving(exc):
+                raise
+            delay = min(backoff.next(), 0.5)  # a slot moves in milliseconds
+            logger.warning("a slot is being moved (%s); retrying in %.1fs", exc, delay)
             self._stop.wait(delay)
             return None
         backoff.reset()
