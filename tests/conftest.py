@@ -25,10 +25,17 @@ from redisparts_app.testing import LocalCluster, RedisServer
 EXTERNAL_URL_ENV = "REDISPARTS_TEST_REDIS_URL"
 
 # The demo site's tests (tests/demo/) run only under the demo's settings:
-# `pytest tests/demo --ds=tests.demo.settings`. pytest-django sets DJANGO_SETTINGS_MODULE
-# (from --ds, the environment or pyproject.toml) before this file is imported.
+# `pytest tests/demo --ds=tests.demo.settings`, the PostgreSQL tests (tests/postgres/) only
+# under theirs: `pytest tests/postgres --ds=tests.postgres.settings`. pytest-django sets
+# DJANGO_SETTINGS_MODULE (from --ds, the environment or pyproject.toml) before this file
+# is imported.
 DEMO_SETTINGS = "tests.demo.settings"
-collect_ignore = [] if os.environ.get("DJANGO_SETTINGS_MODULE") == DEMO_SETTINGS else ["demo"]
+SUITE_SETTINGS = {"demo": DEMO_SETTINGS, "postgres": "tests.postgres.settings"}
+collect_ignore = [
+    folder
+    for folder, module in SUITE_SETTINGS.items()
+    if os.environ.get("DJANGO_SETTINGS_MODULE") != module
+]
 
 
 @pytest.fixture(scope="session")

@@ -29,3 +29,11 @@ async def async_double(value: int) -> int:
 
     await asyncio.sleep(0.001)
     return value * 2
+
+
+@django_tasks.task()
+def record_value(name: str) -> int:
+    """Read a row the enqueuing transaction wrote (tests/postgres/test_tasks_on_commit.py)."""
+    from tests.fencing.models import FencedRecord
+
+    return FencedRecord.objects.get(name=name).value

@@ -1,5 +1,6 @@
 """Stats page: request counters and view response times as server-drawn SVG charts, the
-slowest views, and the recent and common logs the site writes to Redis."""
+slowest views, the recent and common logs the site writes to Redis, and the market's
+figures copied into the database (marketplace.summary)."""
 
 import time
 from datetime import UTC, datetime
@@ -14,6 +15,8 @@ from redisparts_app.services.logs import common, recent
 from redisparts_app.services.stats import ACCESS_TIME, get_stats, slowest_views
 
 from ..charts import bar_chart, column_chart
+from ..models import MarketSummary
+from ..summary import SUMMARY
 from .errors import bad_request
 
 # (counter precision in seconds, buckets shown, label every n-th bucket)
@@ -90,5 +93,6 @@ def stats(request: HttpRequest) -> HttpResponse:
             for entry in recent(log, severity, limit=20)
         ],
         "common": common(log, severity, limit=10),
+        "market_summary": MarketSummary.objects.filter(name=SUMMARY).first(),
     }
     return render(request, "marketplace/stats.html", context)

@@ -1,6 +1,6 @@
 """Distributed locks with a TTL, owner tokens, wake-up on release and fencing tokens.
 
-Import: ``from redisparts_app.services.locks import Lock, fenced_update``.
+Import: ``from redisparts_app.services.locks import FencedQuerySet, Lock, fenced_update``.
 
 ::
 
@@ -75,6 +75,7 @@ from . import registry
 from .lease import Lease, immediate_client, validate_heartbeat
 
 __all__ = [
+    "FencedQuerySet",
     "HeldLock",
     "Lock",
     "fenced_update",
@@ -328,3 +329,19 @@ def fenced_update(
         **fields, **{fence_field: fence}
     )
     return updated == 1
+
+
+class FencedQuerySet(models.QuerySet):
+    """A QuerySet with ``fenced_update(pk, fence, **fields)``, for a model with a fence.
+
+    The model declares ``fence = models.BigIntegerField(default=0)`` and
+    ``objects = FencedQuerySet.as_manager()``; a holder of a lock then writes with
+    ``Item.objects.fenced_update(pk, lock.fence, price=10)``.
+    """
+
+    def fenced_update(
+        self, pk: Any, fence: int, *, fence_field: str = "fence", **fields: Any
+    ) -> bool:
+        """Update row ``pk`` of this QuerySet unless it holds a fence >= ``fence`` (see
+        the module's ``fenced_update``)."""
+        return fenced_update(self, pk, fence, fence_field=fence_field, **fields)

@@ -1,11 +1,12 @@
-"""Throwaway redis-server processes for test suites (this project's and yours).
+"""Throwaway redis-server and PostgreSQL processes for test suites (this project's and yours).
 
-    from redisparts_app.testing import LocalCluster, RedisServer, SentinelSetup
+    from redisparts_app.testing import LocalCluster, PostgresServer, RedisServer, SentinelSetup
 
 Each server is a child process bound to loopback (or a unix socket only), with its
-files in a folder the caller owns.
+files in a folder the caller owns (PostgresServer: a temporary folder of its own).
 """
 
+from .postgres import PostgresServer, find_postgres_bindir
 from .servers import (
     LocalCluster,
     RedisServer,
@@ -18,9 +19,11 @@ from .servers import (
 
 __all__ = [
     "LocalCluster",
+    "PostgresServer",
     "RedisServer",
     "SentinelServer",
     "SentinelSetup",
+    "find_postgres_bindir",
     "free_port",
     "start_replica",
     "wait_until",

@@ -7,8 +7,10 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from marketplace.demo_data import ACCOUNTS, CHAT_HISTORY, CHAT_ID, load
+from marketplace.models import MarketSummary
+from marketplace.summary import SUMMARY, refresh_market_summary
 from redisparts_app.keys import scan_keys
-from redisparts_app.services import presence
+from redisparts_app.services import market, presence
 from redisparts_app.services.autocomplete import RecentContacts
 from redisparts_app.services.chat import chat_members, read_messages
 from redisparts_app.services.logs import log_recent
@@ -137,6 +139,17 @@ def test_stats_page_charts_requests_and_response_times(client, demo):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
     assert "<script>alert(1)</script>" not in body
     assert client.get("/stats/?range=day&log=django&severity=warning").status_code == 200
+
+
+def test_stats_page_shows_the_market_copied_into_the_database(client, demo):
+    login(client, "alice")
+    assert "Not copied yet." in client.get("/stats/").content.decode()
+    assert refresh_market_summary() is True
+    summary = MarketSummary.objects.get(name=SUMMARY)
+    assert summary.listings == market.count_listings() > 0
+    body = client.get("/stats/").content.decode()
+    assert f"{summary.listings} listings, 0 sales waiting" in body
+    assert f"under lock token {summary.fence}" in body
 
 
 @pytest.mark.parametrize(

@@ -10,3 +10,14 @@ class FencedRecord(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class FencedWrite(models.Model):
+    """One accepted fenced write, inserted in the transaction of the write itself, so the
+    ids give the order in which the writes committed (tests/postgres/test_fencing.py)."""
+
+    fence = models.BigIntegerField()
+    writer = models.IntegerField()
+
+    def __str__(self) -> str:
+        return f"{self.writer}:{self.fence}"

@@ -10,8 +10,10 @@ import redis
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from marketplace.demo_data import ACCOUNTS
+from marketplace.summary import SUMMARY_INTERVAL, refresh_market_summary
 from marketplace.tasks import relay_all_sold_emails
 from redisparts_app.embedded import EmbeddedRedis
 from redisparts_app.exceptions import RedisPartsError
@@ -104,9 +106,10 @@ class Command(BaseCommand):
 
         Meanwhile relay recorded sales every RELAY_INTERVAL seconds: the sold e-mails of
         purchases whose web request died before its own relay (``manage.py market_relay``
-        does the same outside the demo).
+        does the same outside the demo); and copy the market's figures into the database
+        every SUMMARY_INTERVAL seconds (marketplace.summary).
         """
-        next_relay = 0.0
+        next_relay = next_summary = 0.0
         while True:
             for child in children:
                 if child.poll() is not None:
@@ -115,6 +118,9 @@ class Command(BaseCommand):
             if time.monotonic() >= next_relay:
                 self._relay_pass()
                 next_relay = time.monotonic() + RELAY_INTERVAL
+            if time.monotonic() >= next_summary:
+                self._summary_pass()
+                next_summary = time.monotonic() + SUMMARY_INTERVAL
             time.sleep(0.2)
 
     def _relay_pass(self) -> int:
@@ -124,6 +130,13 @@ class Command(BaseCommand):
         except (redis.RedisError, RedisPartsError, ValueError) as exc:
             logger.warning("relaying sold e-mails failed: %s", exc)
             return 0
+
+    def _summary_pass(self) -> None:
+        """Refresh the market summary; log a failure (the next pass retries)."""
+        try:
+            refresh_market_summary()
+        except (redis.RedisError, RedisPartsError, DatabaseError) as exc:
+            logger.warning("refreshing the market summary failed: %s", exc)
 
 
 def _check_port_free(host: str, port: int) -> None:
