@@ -12,6 +12,7 @@ from .servers import (
     SentinelServer,
     SentinelSetup,
     free_port,
+    server_choice,
     start_replica,
     wait_until,
 )
@@ -22,6 +23,7 @@ __all__ = [
     "SentinelServer",
     "SentinelSetup",
     "free_port",
+    "server_choice",
     "start_replica",
     "wait_until",
 ]
