@@ -18,9 +18,10 @@ from redisparts_app.testing.servers import (
 nox.options.default_venv_backend = "none"
 
 CLIENTS = {
-    # name: (virtualenv, RESP version; "" leaves redis-py's default, RESP2 in 5.2)
-    "redispy5": (".venv", ""),
-    "redispy8-resp3": (".venv-redis8", "3"),
+    # name: (virtualenv, protocol argument of every client; "" for none)
+    "redispy5": (".venv", ""),  # RESP2
+    "redispy8": (".venv-redis8", ""),  # RESP3 with RESP2's reply shapes
+    "redispy8-resp3": (".venv-redis8", "3"),  # RESP3 with RESP3's reply shapes
     "redispy8-resp2": (".venv-redis8", "2"),
 }
 

