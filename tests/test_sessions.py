@@ -44,10 +44,9 @@ def test_each_variant_records_login_recent_viewed_and_counts(redis_client, updat
     update("t1", "alice", "lamp", clock=lambda: 101.0)
     update("t2", "bob", clock=lambda: 102.0)
     assert redis_client.hgetall(sessions.login_key()) == {b"t1": b"alice", b"t2": b"bob"}
-    assert redis_client.zrange(sessions.recent_key(), 0, -1, withscores=True) == [
-        (b"t1", 101.0),
-        (b"t2", 102.0),
-    ]
+    # Pairs are tuples in redis-py's RESP2 shapes, lists in its RESP3 ones (protocol=3).
+    recent = redis_client.zrange(sessions.recent_key(), 0, -1, withscores=True)
+    assert [tuple(pair) for pair in recent] == [(b"t1", 101.0), (b"t2", 102.0)]
     assert redis_client.zrange(sessions.viewed_key("t1"), 0, -1) == [b"book", b"lamp"]
     assert redis_client.exists(sessions.viewed_key("t2")) == 0
     assert redis_client.zscore(sessions.views_key(), "book") == 1.0

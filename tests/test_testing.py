@@ -4,8 +4,10 @@ import pytest
 from django.test import override_settings
 
 from redisparts_app.connection import get_redis
+from redisparts_app.embedded import server_version
+from redisparts_app.exceptions import ServerBinaryNotFound
 from redisparts_app.keys import make_key, slot_of
-from redisparts_app.testing import RedisServer, SentinelSetup, start_replica
+from redisparts_app.testing import RedisServer, SentinelSetup, server_choice, start_replica
 from tests.lua import load_script
 
 
@@ -60,3 +62,22 @@ def test_sentinel_setup_serves_get_redis_through_the_sentinels(tmp_path):
             assert setup.master.client().get("through-sentinel") == b"yes"
         host, port = setup.sentinel().discover_master(setup.service_name)
         assert (host, port) == (setup.master.host, setup.master.port)
+
+
+def test_server_choice_names_each_wheel_server_by_its_major_version():
+    redis6, valkey8 = server_choice("redis6"), server_choice("valkey8")
+    assert (redis6.name, server_version(redis6)[0]) == ("redis-server", 6)
+    assert (valkey8.name, server_version(valkey8)[0]) == ("valkey-server", 8)
+
+
+def test_server_choice_passes_over_a_redis_server_of_another_major_version(monkeypatch, tmp_path):
+    # A PATH whose only redis-server is the 6.2 one: there is no Redis 7 to run.
+    (tmp_path / "redis-server").symlink_to(server_choice("redis6"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ServerBinaryNotFound, match=r"redis7: no redis-server 7\.x in PATH"):
+        server_choice("redis7")
+
+
+def test_server_choice_refuses_what_is_neither_a_name_nor_a_binary(tmp_path):
+    with pytest.raises(ServerBinaryNotFound, match="neither one of redis6, redis7, valkey8"):
+        server_choice(str(tmp_path / "redis9"))

@@ -149,6 +149,13 @@ def _wait_replica_disk(
     master: Client, replica: Client, deadline: float, clock: Callable[[], float]
 ) -> None:
     if server_version(master) >= (7, 2):
+        # WAITAOF only times out on a replica without AOF: say so at once, as below.
+        try:
+            aof_enabled = replica.info("persistence").get("aof_enabled")
+        except (redis.ConnectionError, redis.TimeoutError):
+            aof_enabled = None  # unreachable: WAITAOF waits for it
+        if aof_enabled == 0:
+            raise ReplicationTimeout(0, "the replica has AOF disabled")
         acked = master.execute_command("WAITAOF", 0, 1, _remaining_ms(deadline, clock))
         if acked[1] < 1:
             raise ReplicationTimeout(0, "no replica confirmed its AOF fsync")

@@ -13,6 +13,7 @@ from .servers import (
     SentinelServer,
     SentinelSetup,
     free_port,
+    server_choice,
     start_replica,
     wait_until,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "SentinelSetup",
     "find_postgres_bindir",
     "free_port",
+    "server_choice",
     "start_replica",
     "wait_until",
 ]

