@@ -66,7 +66,8 @@
     var detail = event.detail;
     var xhr = detail.xhr;
     if (xhr.status < 400) return;
-    var elt = detail.elt || event.target;
+    // detail.elt is the swap's target here; the requesting element is the config's.
+    var elt = (detail.requestConfig && detail.requestConfig.elt) || event.target;
     detail.isError = true;  // never a success: forms keep what was typed
     detail.shouldSwap = true;
     var select = elt.closest ? elt.closest("[hx-select]") : null;
