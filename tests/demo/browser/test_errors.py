@@ -38,9 +38,10 @@ def assert_page_kept(page: Page, title: str) -> None:
     assert display == "flex"
 
 
-def chat_page(new_page, user: str = "alice", password: str = "alice-demo") -> Page:
+def chat_page(new_page) -> Page:
+    """alice's page of the demo's chat with bob and carol."""
     page = new_page()
-    log_in(page, user, password)
+    log_in(page, "alice", "alice-demo")
     page.goto(f"/chat/{CHAT_ID}/")
     expect(page.locator("#chat-messages")).to_contain_text("Anyone selling arrows?")
     return page
