@@ -110,7 +110,10 @@ def guild_leave(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _error(request, 400, form.errors["guild"][0])
     guild = form.cleaned_data["guild"]
-    if not AddressBook(guild).leave(request.user.username):
+    book = AddressBook(guild)
+    # Asked first: leave() notes the guild's name in the registry, a write a refusal must
+    # not make.
+    if request.user.username not in book or not book.leave(request.user.username):
         return _error(request, 400, f"You are not a member of {guild}.")
     messages.success(request, f"You left {guild}.")
     return redirect("social:guild")

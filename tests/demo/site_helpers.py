@@ -4,16 +4,18 @@ import re
 
 from django.test import Client
 
-# Keys any request may write: logs, counters, response-time stats, sessions, presence
-# (not friend lists), rate limits (a refused login attempt still counts).
+# Keys any request may write: logs, counters, response-time stats and the registries of
+# their names, sessions, presence (not friend lists), rate limits (a refused login attempt
+# still counts).
 BOOKKEEPING = re.compile(
     rb"^[^:]+:(log|counter|counters|stats|stats_rank|session|ratelimit):"
+    rb"|^[^:]+:registry:\{(log|stats)\}:"
     rb"|^[^:]+:presence:\{presence\}:(minute|seen|devices)(:|$)"
 )
 # A request that reaches the market holds one of the account's semaphore permits while
 # the service decides; the permit's counter and wake-up list change even when the
 # market refuses. Left out of the comparison only for refusals answered by a redirect.
-GUARDS = re.compile(rb"^[^:]+:semaphore:")
+GUARDS = re.compile(rb"^[^:]+:(semaphore:|registry:\{semaphore\}:)")
 # A form error or an error message on a page.
 ERROR = re.compile(r'class="[^"]*\b(errorlist|error|field-errors)\b')
 
