@@ -231,3 +231,29 @@ def test_pages_that_only_read_still_work_while_redis_is_out_of_memory(client, fu
     # Opening a chat takes its pending messages (a write): the 503 page, not a 500.
     assert client.get(f"/chat/{CHAT_ID}/").status_code == 503
     assert Mailbox("alice").unread_count() >= 0
+
+
+def test_a_rate_limited_mail_comes_back_in_its_form_with_when_to_retry(client, demo, settings):
+    settings.MARKETPLACE = {**settings.MARKETPLACE, "RATE_LIMITS": {"mail": (1, 60)}}
+    client = login(client, "alice")
+    mail = {"to": "bob", "subject": "Second try", "body": "Kept body"}
+    assert client.post("/mail/compose/", {**mail, "subject": "First"}).status_code == 302
+    response = client.post("/mail/compose/", mail)
+    body = text_of(response)
+    assert response.status_code == 429
+    assert 1 <= int(response["Retry-After"]) <= 60
+    assert "You are sending mail too fast. Try again in" in body
+    assert 'value="Second try"' in body
+    assert "Kept body</textarea>" in body
+
+
+def test_a_rate_limited_new_chat_comes_back_in_its_form(client, demo, settings):
+    settings.MARKETPLACE = {**settings.MARKETPLACE, "RATE_LIMITS": {"chat": (1, 60)}}
+    client = login(client, "alice")
+    chat = {"members": "bob", "message": "Kept first message"}
+    assert client.post("/chat/new/", chat).status_code == 302
+    response = client.post("/chat/new/", chat)
+    body = text_of(response)
+    assert response.status_code == 429
+    assert "You are sending chat messages too fast. Try again in" in body
+    assert "Kept first message</textarea>" in body
