@@ -10,12 +10,10 @@ from redisparts_app.exceptions import InvalidKeyPart, InvalidPrice
 from redisparts_app.keys import validate_key_part
 from redisparts_app.services.market import validate_price
 
+from .money import format_cents
+from .refusals import refusal
+
 PRICE_PATTERN = re.compile(r"[0-9]{1,15}(?:\.[0-9]{1,2})?")
-
-
-def format_cents(cents: int) -> str:
-    """12345 -> "123.45" (money is stored in cents)."""
-    return f"{cents // 100:,}.{cents % 100:02d}"
 
 
 def parse_price(text: str) -> int:
@@ -42,7 +40,7 @@ def key_part(value: str, kind: str) -> str:
     try:
         return validate_key_part(value, kind)
     except InvalidKeyPart as exc:
-        raise forms.ValidationError(str(exc)) from exc
+        raise forms.ValidationError(refusal(exc)) from exc
 
 
 class ListItemForm(forms.Form):
@@ -84,7 +82,7 @@ class BuyForm(forms.Form):
         try:
             return validate_price(self.cleaned_data["price"])
         except InvalidPrice as exc:
-            raise forms.ValidationError(str(exc)) from exc
+            raise forms.ValidationError(refusal(exc)) from exc
 
 
 class CancelForm(forms.Form):
@@ -115,9 +113,5 @@ class FriendForm(forms.Form):
 
 
 def error_text(form: forms.Form) -> str:
-    """All of a form's errors as one sentence for a 400 page."""
-    parts = []
-    for field, errors in form.errors.items():
-        label = "" if field == "__all__" else f"{field}: "
-        parts.append(label + " ".join(str(e) for e in errors))
-    return "; ".join(parts)
+    """All of a form's errors as sentences for a 400 page (the fields' own sentences)."""
+    return " ".join(str(error) for errors in form.errors.values() for error in errors)

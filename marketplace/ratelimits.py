@@ -3,7 +3,8 @@
 ``MARKETPLACE["RATE_LIMITS"]`` maps each scope to ``(events, seconds)``. Login attempts
 count per account name and client address, so one client guessing passwords is stopped
 without locking the account's owner out elsewhere; messages count per sender. A refused
-request gets 429 with a Retry-After header: a page, or a fragment for htmx requests.
+request gets 429 with a Retry-After header: a page, a fragment for htmx requests, or the
+form the person filled in, with the reason as its error (nothing typed is lost).
 """
 
 import functools
@@ -24,13 +25,34 @@ def rate_limit(scope: str) -> RateLimit:
     return RateLimit(scope, events, seconds)
 
 
-def too_many_requests(request: HttpRequest, decision: Decision, message: str) -> HttpResponse:
-    """429 with Retry-After (whole seconds) and ``message``: a page, or an htmx fragment."""
-    seconds = max(1, math.ceil(decision.retry_after))
+def retry_seconds(decision: Decision) -> int:
+    """Whole seconds until the refused request may be tried again (at least 1)."""
+    return max(1, math.ceil(decision.retry_after))
+
+
+def retry_sentence(message: str, seconds: int) -> str:
+    """``message`` and when to try again, as the 429 page and fragment say it."""
+    return f"{message} Try again in {seconds} second{'' if seconds == 1 else 's'}."
+
+
+def too_many_requests(
+    request: HttpRequest,
+    decision: Decision,
+    message: str,
+    form_page: Callable[[str], HttpResponse] | None = None,
+) -> HttpResponse:
+    """429 with Retry-After (whole seconds) and ``message``: an htmx fragment for htmx
+    requests, else ``form_page(sentence)`` when given (the form re-rendered with the
+    reason as its error), else a page."""
+    seconds = retry_seconds(decision)
     htmx = request.headers.get("HX-Request") == "true"
-    template = "_429.html" if htmx else "429.html"
-    context = {"message": message, "seconds": seconds, "back": request.path}
-    response = render(request, template, context, status=429)
+    if form_page is not None and not htmx:
+        response = form_page(retry_sentence(message, seconds))
+        response.status_code = 429
+    else:
+        template = "_429.html" if htmx else "429.html"
+        context = {"message": message, "seconds": seconds, "back": request.path}
+        response = render(request, template, context, status=429)
     response["Retry-After"] = str(seconds)
     return response
 
@@ -65,9 +87,17 @@ def login_rate_limited(view: Callable[..., HttpResponse]) -> Callable[..., HttpR
     return wrapper
 
 
-def sending_refused(request: HttpRequest, scope: str, what: str) -> HttpResponse | None:
-    """Count one message of the user in ``scope``; the 429 answer past the limit, else None."""
+def sending_refused(
+    request: HttpRequest,
+    scope: str,
+    what: str,
+    form_page: Callable[[str], HttpResponse] | None = None,
+) -> HttpResponse | None:
+    """Count one message of the user in ``scope``; the 429 answer past the limit, else None.
+
+    ``form_page``: see ``too_many_requests``.
+    """
     decision = rate_limit(scope).hit(request.user.get_username())
     if decision.allowed:
         return None
-    return too_many_requests(request, decision, f"You are sending {what} too fast.")
+    return too_many_requests(request, decision, f"You are sending {what} too fast.", form_page)

@@ -84,6 +84,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "marketplace.middleware.ErrorPageMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "marketplace.middleware.RequestCounterMiddleware",
     "redisparts_app.middleware.RedisUnavailableMiddleware",

@@ -7,7 +7,7 @@ from .ratelimits import login_rate_limited
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("login/", login_rate_limited(auth_views.LoginView.as_view()), name="login"),
+    path("login/", login_rate_limited(views.login), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("market/", views.market, name="market"),
     path("market/buy/", views.market_buy, name="market_buy"),

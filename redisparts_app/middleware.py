@@ -9,7 +9,8 @@
     ]
 
 - ``RedisUnavailableMiddleware``: a friendly 503 page instead of a traceback when a view
-  cannot reach Redis.
+  cannot reach Redis or Redis cannot serve it right now (out of memory, read-only, loading,
+  busy with a script).
 - ``MaintenanceMiddleware``: the maintenance page while the maintenance flag is set.
 - ``PresenceMiddleware``: records signed-in users' activity (who is online).
 - ``ResponseTimeMiddleware``: each view's response time in the hourly statistics.
@@ -37,6 +38,7 @@ __all__ = [
     "PresenceMiddleware",
     "RedisUnavailableMiddleware",
     "ResponseTimeMiddleware",
+    "redis_unavailable",
 ]
 
 logger = logging.getLogger("redisparts")
@@ -44,10 +46,41 @@ stats_logger = logging.getLogger("redisparts.stats")
 
 MAINTENANCE_TEMPLATES = ["maintenance.html", "redisparts_app/maintenance.html"]
 
+# Error replies of a server that is up but cannot serve the command now: out of memory
+# under noeviction, a replica or a master without enough replicas refusing writes, loading
+# its data, a script running too long, a failed RDB save refusing writes, a cluster down.
+UNAVAILABLE_REPLIES = (
+    "OOM", "READONLY", "LOADING", "BUSY", "MISCONF", "MASTERDOWN", "NOREPLICAS",
+    "CLUSTERDOWN", "TRYAGAIN",
+)  # fmt: skip
+
+
+def redis_unavailable(exc: BaseException) -> bool:
+    """Tell whether ``exc`` says Redis cannot serve now (a 503), not that the code is wrong.
+
+    True for connection failures and timeouts (``BusyLoadingError`` among them) and for
+    the error replies of ``UNAVAILABLE_REPLIES``, also when a Lua script or a
+    transaction relays them (``OutOfMemoryError``, ``ReadOnlyError``, "BUSY Redis is busy
+    running a script"...).
+    """
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        return True
+    if isinstance(exc, redis.OutOfMemoryError | redis.ReadOnlyError):
+        return True
+    if not isinstance(exc, redis.ResponseError):
+        return False
+    text = str(exc)
+    if text.startswith(UNAVAILABLE_REPLIES):
+        return True
+    # A reply relayed by a script: "... @user_script:3: -OOM command not allowed ..."
+    return any(f"-{reply} " in text or f" {reply} " in text for reply in ("OOM", "READONLY"))
+
 
 class RedisUnavailableMiddleware:
-    """Turn a Redis connection failure raised by a view into a 503 response.
+    """Turn a Redis failure raised by a view into a 503 response.
 
+    A failure is what ``redis_unavailable`` says: unreachable, timed out, or refusing
+    the command for now (out of memory, read-only replica, loading, busy script).
     Renders ``503.html`` (the project's, or the app's fallback) with a
     ``Retry-After`` header; other errors pass through untouched.
     """
@@ -61,7 +94,7 @@ class RedisUnavailableMiddleware:
     def process_exception(
         self, request: HttpRequest, exception: Exception
     ) -> HttpResponseBase | None:
-        if not isinstance(exception, redis.ConnectionError | redis.TimeoutError):
+        if not redis_unavailable(exception):
             return None
         logger.warning(
             "Redis unavailable during %s %s: %s", request.method, request.path, exception
@@ -117,7 +150,9 @@ class MaintenanceMiddleware:
         if not request.path.startswith(tuple(app_settings.MAINTENANCE_EXEMPT_PATHS)):
             try:
                 status = maintenance_status()
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
+            except redis.RedisError as exc:
+                if not redis_unavailable(exc):
+                    raise
                 logger.warning("maintenance flag unreadable, serving normally: %s", exc)
                 status = None
             user = getattr(request, "user", None)

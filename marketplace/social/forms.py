@@ -4,12 +4,14 @@ so a form that is valid never makes a service call fail on input."""
 import re
 
 from django import forms
+from django.contrib.auth import get_user_model
 
 from redisparts_app.conf import app_settings
 from redisparts_app.keys import validate_key_part
 from redisparts_app.services.mail import validate_text
 
-from .guilds import existing_user, share_a_guild
+from ..refusals import refusal
+from .guilds import share_a_guild
 
 # Longest mail body accepted by the site (the service allows MAIL_MAX_BODY_LENGTH).
 MAIL_BODY_MAX = 5000
@@ -18,11 +20,20 @@ _SEPARATORS = re.compile(r"[,\s]+")
 
 
 def _checked(check, *args, **kwargs):
-    """Run a service validator and turn its ValueError into a ValidationError."""
+    """Run a service validator and turn its ValueError into a ValidationError that
+    says what was wrong in a sentence (``refusal``)."""
     try:
         return check(*args, **kwargs)
     except (ValueError, TypeError) as exc:
-        raise forms.ValidationError(str(exc)) from None
+        raise forms.ValidationError(refusal(exc)) from None
+
+
+def existing_user(value: str, kind: str = "user") -> str:
+    """The user name ``value`` if such a user exists, else a ValidationError."""
+    name = _checked(validate_key_part, value, kind)
+    if not get_user_model().objects.filter(username=name).exists():
+        raise forms.ValidationError(f"There is no user named {name}.")
+    return name
 
 
 class NameField(forms.CharField):
@@ -71,27 +82,27 @@ class ComposeForm(forms.Form):
         super().__init__(*args, **kwargs)
 
     def clean_to(self) -> str:
-        to = _checked(existing_user, self.cleaned_data["to"], "recipient")
+        to = existing_user(self.cleaned_data["to"], "recipient")
         if to == self.sender:
-            raise forms.ValidationError("you cannot write to yourself")
+            raise forms.ValidationError("You cannot write to yourself.")
         if not share_a_guild(self.sender, to):
-            raise forms.ValidationError(f"{to} is not in any guild of yours")
+            raise forms.ValidationError(f"{to} is not in any guild of yours.")
         return to
 
 
 def _member_names(value: str, sender: str) -> list[str]:
     names = [name for name in _SEPARATORS.split(value) if name]
     if not names:
-        raise forms.ValidationError("name at least one member")
+        raise forms.ValidationError("Name at least one member.")
     if len(names) > CHAT_MEMBERS_MAX:
-        raise forms.ValidationError(f"at most {CHAT_MEMBERS_MAX} members")
+        raise forms.ValidationError(f"A chat can have at most {CHAT_MEMBERS_MAX} members.")
     members: dict[str, None] = {}
     for name in names:
-        member = _checked(existing_user, name, "member")
+        member = existing_user(name, "member")
         if member != sender:
             members.setdefault(member, None)
     if not members:
-        raise forms.ValidationError("name someone other than yourself")
+        raise forms.ValidationError("Name someone other than yourself.")
     return list(members)
 
 
@@ -127,4 +138,4 @@ class AddMemberForm(forms.Form):
     member = NameField("member", label="Add a member")
 
     def clean_member(self) -> str:
-        return _checked(existing_user, self.cleaned_data["member"], "member")
+        return existing_user(self.cleaned_data["member"], "member")

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from redisparts_app.conf import app_settings
 from redisparts_app.exceptions import (
     ChatNotFound,
+    InvalidArgument,
     InvalidKeyPart,
     MailMessageNotFound,
     NotChatMember,
@@ -28,6 +29,7 @@ from redisparts_app.services.autocomplete import AddressBook, RecentContacts
 from redisparts_app.services.mail import Mailbox
 
 from ..ratelimits import sending_refused
+from ..refusals import refusal
 from .forms import AddMemberForm, ChatCreateForm, ChatMessageForm, ComposeForm, GuildForm
 from .guilds import all_guilds, recipient_suggestions, user_guilds
 
@@ -45,7 +47,10 @@ def _is_htmx(request: HttpRequest) -> bool:
 
 
 def _error(request: HttpRequest, status: int, message: str) -> HttpResponse:
-    """A page (or an htmx fragment) saying what was wrong, with ``status``."""
+    """A page (or an htmx fragment) saying what was wrong, with ``status``.
+
+    ``message`` is a sentence for a person: a service's error goes through ``refusal``.
+    """
     template = (
         "marketplace/social/_error.html" if _is_htmx(request) else "marketplace/social/error.html"
     )
@@ -55,8 +60,9 @@ def _error(request: HttpRequest, status: int, message: str) -> HttpResponse:
 def _prefix(value: str) -> str:
     """The typed prefix of a user name; raise ValueError when no user name starts so."""
     value = value.strip(" ")
-    if len(value) > app_settings.MAX_KEY_PART_LENGTH:
-        raise ValueError(f"longer than {app_settings.MAX_KEY_PART_LENGTH} characters")
+    limit = app_settings.MAX_KEY_PART_LENGTH
+    if len(value) > limit:
+        raise InvalidArgument("prefix", value, f"longer than {limit} characters; shorten it")
     return validate_key_part(value, "prefix") if value else ""
 
 
@@ -104,7 +110,10 @@ def guild_leave(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _error(request, 400, form.errors["guild"][0])
     guild = form.cleaned_data["guild"]
-    if not AddressBook(guild).leave(request.user.username):
+    book = AddressBook(guild)
+    # Asked first: leave() notes the guild's name in the registry, a write a refusal must
+    # not make.
+    if request.user.username not in book or not book.leave(request.user.username):
         return _error(request, 400, f"You are not a member of {guild}.")
     messages.success(request, f"You left {guild}.")
     return redirect("social:guild")
@@ -118,7 +127,7 @@ def guild_members(request: HttpRequest) -> HttpResponse:
         guild = validate_key_part(request.GET.get("guild", ""), "guild")
         prefix = _prefix(request.GET.get("q", ""))
     except ValueError as exc:
-        return _error(request, 400, str(exc))
+        return _error(request, 400, refusal(exc))
     book = AddressBook(guild)
     if request.user.username not in book:
         return _error(request, 403, f"You are not a member of {guild}.")
@@ -137,7 +146,7 @@ def suggest_recipients(request: HttpRequest) -> HttpResponse:
     """
     field = request.GET.get("field", "")
     if field not in SUGGEST_FIELDS:
-        return _error(request, 400, f"unknown field {field[:40]!r}")
+        return _error(request, 400, "Names are suggested only in the To and member fields.")
     raw = request.GET.get(field, "")
     head = ""
     if SUGGEST_FIELDS[field] and "," in raw:
@@ -147,7 +156,7 @@ def suggest_recipients(request: HttpRequest) -> HttpResponse:
     try:
         prefix = _prefix(raw)
     except ValueError as exc:
-        return _error(request, 400, str(exc))
+        return _error(request, 400, refusal(exc))
     names = recipient_suggestions(request.user.username, prefix, SUGGESTIONS)
     recent = set(RecentContacts(request.user.username).names())
     context = {"names": names, "field": field, "head": head, "recent": recent}
@@ -166,7 +175,7 @@ def _when(ts: float) -> datetime:
 def mail_inbox(request: HttpRequest) -> HttpResponse:
     raw = request.GET.get("page", "1")
     if not raw.isdecimal() or not 1 <= int(raw) <= 100_000:
-        return _error(request, 400, f"page must be a number from 1, got {raw[:40]!r}")
+        return _error(request, 400, "The page number must be a whole number from 1.")
     number = int(raw)
     page = Mailbox(request.user.username).fetch((number - 1) * MAIL_PAGE_SIZE, MAIL_PAGE_SIZE)
     pages = max(1, -(-page.total // MAIL_PAGE_SIZE))
@@ -189,7 +198,12 @@ def mail_compose(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = ComposeForm(request.POST, sender=sender)
         if form.is_valid():
-            if refused := sending_refused(request, "mail", "mail"):
+
+            def form_page(reason: str) -> HttpResponse:
+                form.add_error(None, reason)
+                return render(request, "marketplace/social/compose.html", {"form": form})
+
+            if refused := sending_refused(request, "mail", "mail", form_page):
                 return refused
             data = form.cleaned_data
             Mailbox(data["to"]).send(sender, data["subject"], data["body"])
@@ -296,7 +310,12 @@ def chat_create(request: HttpRequest) -> HttpResponse:
     form = ChatCreateForm(request.POST, sender=user)
     if not form.is_valid():
         return _chat_list(request, form, status=400)
-    if refused := sending_refused(request, "chat", "chat messages"):
+
+    def form_page(reason: str) -> HttpResponse:
+        form.add_error(None, reason)
+        return _chat_list(request, form)
+
+    if refused := sending_refused(request, "chat", "chat messages", form_page):
         return refused
     members = form.cleaned_data["members"]
     chat_id = chat.create_chat(user, members, form.cleaned_data["message"])
@@ -363,7 +382,9 @@ def chat_poll(request: HttpRequest, chat_id: str) -> HttpResponse:
     user = request.user.username
     raw = request.GET.get("after", "")
     if not raw.isdecimal() or int(raw) > _MAX_MESSAGE_ID:
-        return _error(request, 400, f"after must be a message id (0 or more), got {raw[:40]!r}")
+        return _error(
+            request, 400, "The page asked for messages in a way the site does not know; reload it."
+        )
     after = int(raw)
     _, error = _chat_or_error(request, chat_id)
     if error:

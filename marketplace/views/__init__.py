@@ -1,5 +1,6 @@
 """Pages of the demo site (the guild, mail and chat pages live in marketplace.social)."""
 
+from .account import login
 from .errors import bad_request
 from .friends import friend_add, friend_remove, friends
 from .home import home
@@ -13,6 +14,7 @@ __all__ = [
     "friend_remove",
     "friends",
     "home",
+    "login",
     "market",
     "market_buy",
     "market_cancel",

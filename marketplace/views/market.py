@@ -24,23 +24,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from redisparts_app.exceptions import (
-    InsufficientFunds,
-    ItemAlreadyHeld,
-    ItemNotHeld,
-    ListingNotFound,
-    MarketBusy,
-    MarketError,
-    OwnItem,
-    PriceChanged,
-    RedisPartsError,
-    UnknownUser,
-    UserExists,
-)
+from redisparts_app.exceptions import MarketError, RedisPartsError, UnknownUser, UserExists
 from redisparts_app.services import market as market_service
 from redisparts_app.services.semaphores import FairSemaphore
 
 from ..forms import BuyForm, CancelForm, ListItemForm, error_text, format_cents
+from ..refusals import refusal
 from ..tasks import enqueue_sold_email
 from .errors import bad_request
 
@@ -73,33 +62,6 @@ def market_operation(username: str, what: str) -> Iterator[None]:
         yield
     finally:
         semaphore.release(holder)
-
-
-def refusal(exc: MarketError) -> str:
-    """A sentence for a person about why the market said no."""
-    if isinstance(exc, PriceChanged):
-        return (
-            f"The price of {exc.item} changed to {format_cents(exc.actual)} "
-            f"(you saw {format_cents(exc.expected)}). Check the new price and buy again."
-        )
-    if isinstance(exc, InsufficientFunds):
-        return (
-            f"Not enough funds: you have {format_cents(exc.funds)}, "
-            f"it costs {format_cents(exc.price)}."
-        )
-    if isinstance(exc, ListingNotFound):
-        return f"{exc.item} by {exc.seller} is no longer on the market (sold or withdrawn)."
-    if isinstance(exc, OwnItem):
-        return f"{exc.item} is your own listing; cancel it instead of buying it."
-    if isinstance(exc, UnknownUser):
-        return f"{exc.user} has no market account."
-    if isinstance(exc, ItemAlreadyHeld):
-        return f"You already have an item named {exc.item}; sell it before buying another."
-    if isinstance(exc, ItemNotHeld):
-        return f"{exc.item} is not in your inventory (sold or already listed?)."
-    if isinstance(exc, MarketBusy):
-        return "The market is busy right now; try again in a moment."
-    return str(exc)
 
 
 BUSY_MESSAGE = (
@@ -271,7 +233,8 @@ def market_join(request: HttpRequest) -> HttpResponse:
     except UserExists:
         messages.info(request, "You already have a market account.")
     except ValueError as exc:
-        return bad_request(request, f"Cannot open a market account: {exc}", back="/market/")
+        message = f"Cannot open a market account: {refusal(exc)}"
+        return bad_request(request, message, back="/market/")
     else:
         messages.success(
             request, f"Your market account is open with {format_cents(STARTING_FUNDS)}."

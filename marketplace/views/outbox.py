@@ -7,6 +7,7 @@ first and at most MAX_FILES of them, so a large folder costs a bounded amount of
 
 import email
 import email.policy
+import email.utils
 from pathlib import Path
 
 from django.conf import settings
@@ -38,12 +39,19 @@ def read_outbox(folder: Path, max_files: int = MAX_FILES) -> list[dict]:
             found.append(
                 {
                     "to": str(message.get("To", "")),
+                    "recipients": addresses(message.get_all("To", [])),
                     "subject": str(message.get("Subject", "")),
                     "date": str(message.get("Date", "")),
                     "body": body.get_content() if body is not None else "",
                 }
             )
     return found
+
+
+def addresses(headers: list) -> set[str]:
+    """The e-mail addresses of To headers, lowercased: "Ann <Ann@x.test>, b@x.test" ->
+    {"ann@x.test", "b@x.test"}."""
+    return {address.lower() for _, address in email.utils.getaddresses(map(str, headers))}
 
 
 @login_required
@@ -53,8 +61,9 @@ def outbox(request: HttpRequest) -> HttpResponse:
     file_backend = settings.EMAIL_BACKEND.endswith("filebased.EmailBackend") and folder
     messages = read_outbox(Path(folder)) if file_backend else []
     if not request.user.is_staff:
-        mine = email_address(request.user.get_username())
-        messages = [m for m in messages if mine in m["to"]]
+        # The whole address, not a part of it: user "ice" must not see alice's e-mail.
+        mine = email_address(request.user.get_username()).lower()
+        messages = [m for m in messages if mine in m["recipients"]]
     context = {
         "messages_sent": messages[:MAX_SHOWN],
         "total": len(messages),

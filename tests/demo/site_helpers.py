@@ -4,13 +4,13 @@ import re
 
 from django.test import Client
 
-# Keys any request may write: logs, counters, response-time stats, sessions, presence
-# (not friend lists), rate limits (a refused login attempt still counts), and the
-# registries of the logs and statistics.
+# Keys any request may write: logs, counters, response-time stats and the registries of
+# their names, sessions, presence (not friend lists), rate limits (a refused login attempt
+# still counts).
 BOOKKEEPING = re.compile(
     rb"^[^:]+:(log|counter|counters|stats|stats_rank|session|ratelimit):"
-    rb"|^[^:]+:presence:\{presence\}:(minute|seen|devices)(:|$)"
     rb"|^[^:]+:registry:\{(log|stats)\}:"
+    rb"|^[^:]+:presence:\{presence\}:(minute|seen|devices)(:|$)"
 )
 # A request that reaches the market holds one of the account's semaphore permits while
 # the service decides; the permit's counter and wake-up list change even when the

@@ -332,7 +332,8 @@ def test_each_visitor_gets_the_expected_answer(route, visitors, redis_client):
 
 
 def csrf_token(client: Client) -> str:
-    client.get("/login/")  # a page with a form sets the CSRF cookie
+    # A page with a form sets the CSRF cookie (signed in: the home page /login/ sends to).
+    client.get("/login/", follow=True)
     return client.cookies["csrftoken"].value
 
 

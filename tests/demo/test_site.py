@@ -74,7 +74,7 @@ def test_pages_stay_up_without_the_badge_when_only_the_badge_fails(client, db):
     # A username that is no valid key part cannot have a mailbox: no badge, no error.
     user = User.objects.create_user("has:colon", password="pw-12345")
     client.force_login(user)
-    response = client.get("/login/")
+    response = client.get("/outbox/")
     assert response.status_code == 200
     assert 'class="badge"' not in response.content.decode()
 

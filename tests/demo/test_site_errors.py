@@ -1,0 +1,259 @@
+"""The demo's error answers: styled 404/405/500 pages (DEBUG on too), service errors as
+sentences, the Outbox's exact recipient match, /login/ when signed in, and Redis out of
+memory answered with the 503 page by a real redis-server with a tiny maxmemory."""
+
+import pytest
+import redis
+from django.contrib.auth.models import User
+from django.core.mail import send_mail
+from django.test import RequestFactory, override_settings
+from django.views.defaults import server_error
+
+from marketplace.demo_data import CHAT_ID, load
+from marketplace.refusals import refusal
+from redisparts_app.exceptions import InvalidArgument
+from redisparts_app.keys import validate_key_part
+from redisparts_app.middleware import redis_unavailable
+from redisparts_app.services.mail import Mailbox
+
+
+@pytest.fixture
+def demo(db):
+    return load()
+
+
+def login(client, name: str):
+    client.force_login(User.objects.get(username=name))
+    return client
+
+
+def text_of(response) -> str:
+    return response.content.decode()
+
+
+def assert_site_page(response, status: int, words: str) -> None:
+    """A page of the site (its stylesheet and navigation) with ``words``, not Django's."""
+    body = text_of(response)
+    assert response.status_code == status
+    assert "marketplace/site.css" in body
+    assert 'class="topbar"' in body
+    assert words in body
+    assert "URLconf" not in body  # Django's debug 404 lists every URL pattern
+
+
+@pytest.mark.parametrize("debug", [True, False], ids=["debug", "production"])
+def test_an_unknown_address_gets_the_sites_404_page(client, demo, settings, debug):
+    settings.DEBUG = debug
+    response = login(client, "alice").get("/no-such-page/")
+    assert_site_page(response, 404, "There is no page at this address")
+    assert "alice" in text_of(response)  # signed in, as on every page
+
+
+@pytest.mark.parametrize("debug", [True, False], ids=["debug", "production"])
+def test_an_http404_raised_by_a_view_gets_the_sites_404_page(client, demo, settings, debug):
+    settings.DEBUG = debug
+    # The admin's catch-all view raises Http404 for a staff user.
+    response = login(client, "admin").get("/admin/no-such-app/")
+    assert_site_page(response, 404, "There is no page at this address")
+
+
+def test_a_404_a_view_answers_with_its_own_message_is_kept(client, demo):
+    response = login(client, "alice").get("/mail/123456/")
+    assert response.status_code == 404
+    assert "There is no such message in your mailbox." in text_of(response)
+
+
+def test_the_slash_is_still_appended_before_a_404(client, demo):
+    response = login(client, "alice").get("/market")
+    assert response.status_code == 301
+    assert response["Location"] == "/market/"
+
+
+@pytest.mark.parametrize("debug", [True, False], ids=["debug", "production"])
+@pytest.mark.parametrize("path", ["/market/buy/", "/logout/", "/guild/join/"])
+def test_a_post_only_address_opened_by_get_gets_the_sites_405_page(
+    client, demo, settings, debug, path
+):
+    settings.DEBUG = debug
+    response = login(client, "alice").get(path)
+    assert_site_page(response, 405, "not a visit")
+    assert "POST" in response["Allow"]
+
+
+def test_the_500_page_is_the_sites():
+    response = server_error(RequestFactory().get("/market/"))
+    body = text_of(response)
+    assert response.status_code == 500
+    assert "marketplace/site.css" in body
+    assert "Something broke on our side" in body
+
+
+def test_login_while_signed_in_goes_home_saying_so(client, demo):
+    response = login(client, "alice").get("/login/", follow=True)
+    assert response.redirect_chain == [("/", 302)]
+    assert "You are signed in as alice." in text_of(response)
+
+
+def test_login_with_a_next_page_while_signed_in_shows_the_form(client, demo):
+    response = login(client, "alice").get("/login/?next=/admin/")
+    assert response.status_code == 200
+    assert "log in as another user" in text_of(response)
+
+
+def test_login_page_for_a_visitor_is_the_form(client, db):
+    response = client.get("/login/")
+    assert response.status_code == 200
+    assert 'name="password"' in text_of(response)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "sentence"),
+    [
+        ("guild", "a:b{c}*", "A guild name cannot contain ':'."),
+        ("guild", "x" * 500, "A guild name can be at most"),
+        ("guild", " knights", "A guild name cannot start or end with a space."),
+        ("guild", "a\x00b", "A guild name cannot contain control characters"),
+        ("recipient", "", "A recipient's name cannot be empty."),
+    ],
+)
+def test_refusal_says_a_key_part_error_as_a_sentence(field, value, sentence):
+    with pytest.raises(InvalidArgument) as caught:
+        validate_key_part(value, field)
+    text = refusal(caught.value)
+    assert text.startswith(sentence)
+    assert "invalid" not in text
+
+
+@pytest.mark.parametrize(
+    ("path", "data", "sentence"),
+    [
+        ("/guild/join/", {"guild": "a:b{c}*"}, "A guild name cannot contain &#x27;:&#x27;."),
+        ("/guild/members/?guild=Knights&q=a:", None, "A name cannot contain &#x27;:&#x27;."),
+        ("/contacts/suggest/?field=to&to=%7B", None, "A name cannot contain &#x27;{&#x27;."),
+        ("/friends/add/", {"username": "a*"}, "A user name cannot contain &#x27;*&#x27;."),
+        (f"/chat/{CHAT_ID}/send/", {"text": "   "}, "A message cannot be empty."),
+    ],
+)
+def test_pages_show_service_errors_as_sentences(client, demo, path, data, sentence):
+    client = login(client, "alice")
+    response = client.get(path) if data is None else client.post(path, data)
+    assert response.status_code == 400
+    body = text_of(response)
+    assert sentence in body
+    assert "invalid " not in body
+
+
+def test_the_outbox_matches_the_whole_recipient_address(client, demo, tmp_path):
+    User.objects.create_user("ice", email="ice@redisparts.test", password="ice-pw-123")
+    files = {"EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
+             "EMAIL_FILE_PATH": tmp_path}  # fmt: skip
+    with override_settings(**files):
+        send_mail("Your Lantern sold", "for alice", "m@x.test", ["alice@redisparts.test"])
+        send_mail("Your Rope sold", "for ice", "m@x.test", ["Ice <ICE@redisparts.test>"])
+        ice = login(client, "ice").get("/outbox/")
+        alice = login(client, "alice").get("/outbox/")
+    assert "Your Rope sold" in text_of(ice)
+    assert "Your Lantern sold" not in text_of(ice)
+    assert "Your Lantern sold" in text_of(alice)
+    assert "Your Rope sold" not in text_of(alice)
+
+
+# Redis that cannot serve ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "unavailable"),
+    [
+        (redis.ConnectionError("refused"), True),
+        (redis.BusyLoadingError("LOADING Redis is loading the dataset in memory"), True),
+        (redis.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."), True),
+        (redis.ReadOnlyError("You can't write against a read only replica."), True),
+        (redis.ResponseError("BUSY Redis is busy running a script."), True),
+        (redis.ResponseError("MISCONF Errors writing to the AOF file"), True),
+        (
+            redis.ResponseError(
+                "Error running script (call to f_1): @user_script:3: -OOM command not allowed"
+            ),
+            True,
+        ),
+        (redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind"), False),
+        (redis.ResponseError("ERR syntax error"), False),
+        (ValueError("OOM"), False),
+    ],
+)
+def test_redis_unavailable_tells_refusals_for_now_from_bugs(error, unavailable):
+    assert redis_unavailable(error) is unavailable
+
+
+@pytest.fixture
+def full_redis(redis_server_factory, settings, db):
+    """The site on a redis-server of its own with the demo data, then a maxmemory of half
+    the memory it uses, under noeviction: every write is refused with OOM."""
+    server = redis_server_factory(args=["--maxmemory-policy", "noeviction"])
+    settings.REDISPARTS = {**settings.REDISPARTS, "CONNECTIONS": {"default": server.url}}
+    load()
+    with server.client() as client:
+        used = client.info("memory")["used_memory"]
+        client.config_set("maxmemory", str(used // 2))
+        with pytest.raises(redis.OutOfMemoryError):
+            client.set("probe", "x")
+    return server
+
+
+WRITES = [
+    ("buy", "bob", "/market/buy/", {"seller": "alice", "item": "Lantern", "price": "1250"}),
+    ("chat", "alice", f"/chat/{CHAT_ID}/send/", {"text": "Anyone there?"}),
+    ("mail", "alice", "/mail/compose/", {"to": "bob", "subject": "Hi", "body": "Hello"}),
+    ("guild", "alice", "/guild/join/", {"guild": "Miners"}),
+    ("friend", "alice", "/friends/add/", {"username": "dave"}),
+]
+
+
+@pytest.mark.single_server
+@pytest.mark.parametrize("htmx", [False, True], ids=["page", "htmx"])
+@pytest.mark.parametrize(("what", "user", "path", "data"), WRITES, ids=[w[0] for w in WRITES])
+def test_writes_to_a_redis_out_of_memory_answer_503_not_500(
+    client, full_redis, what, user, path, data, htmx
+):
+    client.raise_request_exception = False
+    headers = {"HX-Request": "true"} if htmx else {}
+    response = login(client, user).post(path, data, headers=headers)
+    assert response.status_code == 503, text_of(response)[:500]
+    assert response["Retry-After"]
+    assert "We&#x27;ll be right back" in text_of(response) or "right back" in text_of(response)
+
+
+@pytest.mark.single_server
+def test_pages_that_only_read_still_work_while_redis_is_out_of_memory(client, full_redis):
+    client = login(client, "alice")
+    for path in ("/market/", "/mail/", "/guild/", "/"):
+        assert client.get(path).status_code == 200, path
+    # Opening a chat takes its pending messages (a write): the 503 page, not a 500.
+    assert client.get(f"/chat/{CHAT_ID}/").status_code == 503
+    assert Mailbox("alice").unread_count() >= 0
+
+
+def test_a_rate_limited_mail_comes_back_in_its_form_with_when_to_retry(client, demo, settings):
+    settings.MARKETPLACE = {**settings.MARKETPLACE, "RATE_LIMITS": {"mail": (1, 60)}}
+    client = login(client, "alice")
+    mail = {"to": "bob", "subject": "Second try", "body": "Kept body"}
+    assert client.post("/mail/compose/", {**mail, "subject": "First"}).status_code == 302
+    response = client.post("/mail/compose/", mail)
+    body = text_of(response)
+    assert response.status_code == 429
+    assert 1 <= int(response["Retry-After"]) <= 60
+    assert "You are sending mail too fast. Try again in" in body
+    assert 'value="Second try"' in body
+    assert "Kept body</textarea>" in body
+
+
+def test_a_rate_limited_new_chat_comes_back_in_its_form(client, demo, settings):
+    settings.MARKETPLACE = {**settings.MARKETPLACE, "RATE_LIMITS": {"chat": (1, 60)}}
+    client = login(client, "alice")
+    chat = {"members": "bob", "message": "Kept first message"}
+    assert client.post("/chat/new/", chat).status_code == 302
+    response = client.post("/chat/new/", chat)
+    body = text_of(response)
+    assert response.status_code == 429
+    assert "You are sending chat messages too fast. Try again in" in body
+    assert "Kept first message</textarea>" in body
