@@ -91,7 +91,7 @@ class Command(BaseCommand):
 
     def _start_embedded(self) -> EmbeddedRedis | None:
         if settings.REDISPARTS.get("EMBEDDED") is None:
-            self.stdout.write(f"Using the Redis at {settings.REDIS_URL}")
+            self.stdout.write(f"Using {_redis_described()}")
             return None
         try:
             server = EmbeddedRedis.from_settings()
@@ -169,3 +169,14 @@ def _stop_all(children: list[subprocess.Popen], timeout: float = 10.0) -> None:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+
+
+def _redis_described() -> str:
+    """Which Redis the settings name, from the environment (see marketplace/settings.py)."""
+    if settings.REDIS_CLUSTER_NODES:
+        nodes = ", ".join(f"{host}:{port}" for host, port in settings.REDIS_CLUSTER_NODES)
+        return f"the Redis Cluster at {nodes}"
+    if settings.REDIS_SENTINELS:
+        sentinels = ", ".join(f"{host}:{port}" for host, port in settings.REDIS_SENTINELS)
+        return f"the master {settings.REDIS_SENTINEL_MASTER!r} of the sentinels at {sentinels}"
+    return f"the Redis at {settings.REDIS_URL}"
