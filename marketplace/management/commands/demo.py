@@ -87,6 +87,7 @@ class Command(BaseCommand):
                 ],
             ),
             ("scheduler", ["rp_scheduler"]),
+            ("counter cleaner", ["rp_clean_counters"]),
         ]
 
     def _start_embedded(self) -> EmbeddedRedis | None:
