@@ -5,6 +5,11 @@ from django.urls import include, path
 from . import views
 from .ratelimits import login_rate_limited
 
+# The demo's name in the admin's header and title, instead of Django's.
+admin.site.site_header = "Marketplace: Redis parts"
+admin.site.site_title = "Marketplace admin"
+admin.site.index_title = "Administration"
+
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", login_rate_limited(views.login), name="login"),

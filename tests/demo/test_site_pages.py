@@ -174,3 +174,9 @@ def test_outbox_shows_staff_everything_and_users_their_own(client, demo, tmp_pat
     assert "Your Bow sold" in carol
     assert "Your Rope sold" not in carol
     assert "&lt;b&gt;hi&lt;/b&gt;" in carol
+
+
+def test_the_admin_is_branded_for_the_demo(admin_client):
+    page = admin_client.get("/admin/").content.decode()
+    assert "Marketplace: Redis parts" in page
+    assert "Django administration" not in page
