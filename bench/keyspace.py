@@ -1,6 +1,8 @@
 """What the request paths and scrapes cost as the keyspace grows from 10,000 to 1,000,000 keys.
 
-Four readers, measured in turn at each size on a unix socket: the mail compose
+Four readers, on three servers holding 10,000, 100,000 and 1,000,000 keys (unix
+sockets), measured in turn at every size in every round, so that each ratio of a size
+to the smallest pairs figures of the same moment: the mail compose
 autocomplete (``recipient_suggestions``, run on each keystroke of the To field), one
 Prometheus scrape (``RedispartsCollector``), the admin dashboard's reads
 (``figures.overview``) and one health probe (the checks of ``redisparts_checks``). The
@@ -83,6 +85,8 @@ def _median_ms(function) -> float:
 
 
 def run(ctx) -> list[Section]:
+    import tempfile
+
     from django.test import override_settings
 
     from marketplace.social.guilds import recipient_suggestions
@@ -90,43 +94,66 @@ def run(ctx) -> list[Section]:
     from redisparts_app.monitoring.metrics import RedispartsCollector
     from redisparts_app.services import registry
     from redisparts_app.services.figures import overview
+    from redisparts_app.testing import RedisServer
 
-    settings = {"KEY_PREFIX": "bench", "CONNECTIONS": {"default": ctx.url("unix")}}
-    client = ctx.client("unix")
-    registry.forget_noted()
-    rows, ratios, first = [], [], {}
-    readers = ("compose", "scrape", "dashboard", "probe")
-    with override_settings(REDISPARTS=settings):
-        _populate()
-        checks = [check(**options) for check, options in redisparts_checks()]
-        variants = {
-            "compose": lambda: _median_ms(lambda: recipient_suggestions("user0", "user1")),
-            "scrape": lambda: _median_ms(lambda: list(RedispartsCollector().collect())),
-            "dashboard": lambda: _median_ms(overview),
-            "probe": lambda: _median_ms(lambda: [check.run() for check in checks]),
+    sizes = QUICK_SIZES if ctx.quick else SIZES
+    readers = {
+        "compose": lambda: recipient_suggestions("user0", "user1"),
+        "scrape": lambda: list(RedispartsCollector().collect()),
+        "dashboard": overview,
+        "probe": lambda: [check.run() for check in checks],
+    }
+    checks: list = []
+    with tempfile.TemporaryDirectory() as folder:
+        servers = {
+            size: RedisServer(f"{folder}/{size}", unix_socket=True).start() for size in sizes
         }
+        try:
+            settings = {
+                size: {"KEY_PREFIX": "bench", "CONNECTIONS": {"default": server.url}}
+                for size, server in servers.items()
+            }
+            walks = {}
+            for size, server in servers.items():
+                with override_settings(REDISPARTS=settings[size]), server.client() as client:
+                    registry.forget_noted()
+                    _populate()
+                    _fill(client, client.dbsize(), size)
+                    start = time.perf_counter()
+                    sum(1 for _ in client.scan_iter(match="bench:*", count=500))
+                    walks[size] = (time.perf_counter() - start) * 1000
+            with override_settings(REDISPARTS=settings[sizes[0]]):
+                checks = [check(**options) for check, options in redisparts_checks()]
 
-        def walk() -> float:
-            start = time.perf_counter()
-            sum(1 for _ in client.scan_iter(match="bench:*", count=500))
-            return (time.perf_counter() - start) * 1000
+            def measure(reader, size):
+                def variant() -> float:
+                    with override_settings(REDISPARTS=settings[size]):
+                        readers[reader]()  # a new client for this server, out of the timing
+                        return _median_ms(readers[reader])
 
-        filled = client.dbsize()
-        sizes = QUICK_SIZES if ctx.quick else SIZES
-        for size in sizes:
-            _fill(client, filled, size)
-            filled = max(filled, size)
+                return variant
+
+            variants = {
+                f"{reader}@{size}": measure(reader, size) for reader in readers for size in sizes
+            }
             samples = alternate(variants, ctx.repetitions, warmup=True)
-            figures = {name: samples.median(name) for name in readers}
-            rows.append([client.dbsize(), *figures.values(), walk()])
-            if not first:
-                first = figures
-                continue
-            for name in readers:
-                label = f"{name} at {size:,} keys / at {sizes[0]:,}"
-                target = 1.2 if size == SIZES[-1] else None
-                ratios.append(Ratio(label, figures[name] / first[name], target, at_most=True))
-    client.close()
+        finally:
+            for server in servers.values():
+                server.stop()
+    rows = [
+        [size, *(samples.median(f"{reader}@{size}") for reader in readers), walks[size]]
+        for size in sizes
+    ]
+    ratios = [
+        Ratio(
+            f"{reader} at {size:,} keys / at {sizes[0]:,}",
+            samples.ratio(f"{reader}@{size}", f"{reader}@{sizes[0]}"),
+            1.2 if size == SIZES[-1] else None,
+            at_most=True,
+        )
+        for size in sizes[1:]
+        for reader in readers
+    ]
     return [
         Section(
             title="Keyspace: what each reader costs as the keyspace grows, ms",
@@ -141,7 +168,9 @@ def run(ctx) -> list[Section]:
             rows=rows,
             ratios=ratios,
             notes=[
-                f"each figure: the median of {CALLS} calls, then of the rounds; unix socket",
+                f"each figure: the median of {CALLS} calls, then of the rounds; each round "
+                "measures every reader at every size in turn, and a ratio is the median of "
+                "the rounds' ratios",
                 "the app's state is the same at every size; the walk is one SCAN over the "
                 "prefix, what finding names by SCAN cost before the registries",
             ],

@@ -5,7 +5,8 @@
 
 ``--write-docs`` replaces, in docs/benchmarks.md, each block between
 ``<!-- bench: NAME -->`` and ``<!-- /bench -->`` whose module the run holds (``summary``:
-the table of targets and checks); the prose around the blocks is left as it is.
+the table of targets and checks, from a run of every module); the prose around the blocks
+is left as it is.
 """
 
 import argparse
@@ -14,6 +15,7 @@ import re
 from pathlib import Path
 
 from bench.harness import ROOT, Section, format_cell
+from bench.run import benchmark_modules
 
 
 def markdown(section: Section) -> str:
@@ -79,7 +81,9 @@ def write_docs(report: dict, page: Path = BENCHMARKS_PAGE) -> list[str]:
     run = f"Run of {machine_line(report)}."
     if report.get("quick"):
         run += " A quick run (QUICK=1): its figures are not meaningful."
-    blocks = {"summary": f"{run}\n\n{summary(report)}"}
+    blocks = {}
+    if set(report["modules"]) >= set(benchmark_modules()):  # the summary of a full run only
+        blocks["summary"] = f"{run}\n\n{summary(report)}"
     for name, result in report["modules"].items():
         blocks[name] = f"{run}\n\n{module_markdown(name, result)}"
     written = []
