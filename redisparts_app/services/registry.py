@@ -27,7 +27,8 @@ by code outside the services, is listed after its next use or after
 ``rp_registry --rebuild`` (one SCAN: a maintenance command). After the registry is lost
 (a flush, a restart without persistence), a name comes back at its next use once
 ``NOTE_INTERVAL`` has passed; ``forget_noted()`` makes this process note every name again
-at once (tests call it after each flush). On a Redis Cluster each registry lives on the
+at once (tests call it after each flush). Pruning compares the scores of several hosts:
+their clocks must agree within NOTE_INTERVAL. On a Redis Cluster each registry lives on the
 node of its own slot; a note is one more command there, not part of the component's
 script, which is why a registry lists candidates and readers check them.
 """
@@ -127,23 +128,23 @@ def page(
 def existing(
     component: str,
     key_of: Callable[[str], str | Sequence[str]],
-    names: Sequence[str] | None = None,
+    candidates: Sequence[str] | None = None,
     *,
     client: Client | None = None,
 ) -> list[str]:
-    """Return which of ``names`` (default: every registered name) still have a key in
-    Redis, sorted; ``key_of(name)`` gives the key, or several keys of one slot, to look
+    """Return which of ``candidates`` (default: every registered name) still have a key
+    in Redis, sorted; ``key_of(name)`` gives the key, or several keys of one slot, to look
     for. One pipeline of EXISTS; the names found gone for good are forgotten (``prune``)."""
     client = resolve_client(client)
-    names = globals()["names"](component, client=client) if names is None else list(names)
-    if not names:
+    wanted = names(component, client=client) if candidates is None else list(candidates)
+    if not wanted:
         return []
     pipe = client.pipeline(transaction=False)
-    for name in names:
-        wanted = key_of(name)
-        pipe.exists(*([wanted] if isinstance(wanted, str) else wanted))
-    found = {name for name, count in zip(names, pipe.execute(), strict=True) if count}
-    prune(component, lambda stale: [name in found for name in stale], names, client=client)
+    for name in wanted:
+        key = key_of(name)
+        pipe.exists(*([key] if isinstance(key, str) else key))
+    found = {name for name, count in zip(wanted, pipe.execute(), strict=True) if count}
+    prune(component, lambda stale: [name in found for name in stale], wanted, client=client)
     return sorted(found)
 
 
