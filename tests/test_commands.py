@@ -26,11 +26,14 @@ REDIS_COMMANDS = {
     "rp_import_geoip": ["--sample"],
     "rp_locks": [],
     "rp_process_logs": ["--channel", "c", "--id", "0"],
+    "rp_queue": ["stats"],
+    "rp_registry": [],
     "rp_semaphores": [],
     "rp_status": [],
 }
 REPORTING = ["rp_autocomplete", "rp_backup", "rp_copy_logs", "rp_embedded", "rp_import_geoip",
-             "rp_locks", "rp_process_logs", "rp_semaphores", "rp_status"]  # fmt: skip
+             "rp_locks", "rp_process_logs", "rp_queue", "rp_registry", "rp_semaphores",
+             "rp_status"]  # fmt: skip
 
 
 def _app_commands() -> list[str]:
