@@ -238,6 +238,25 @@ def test_delete_removes_a_failed_task(admin_client):
     assert "Nothing done: no task" in again.content.decode()
 
 
+def test_a_stuck_ready_task_is_deleted_from_its_queue_page(admin_client):
+    from tests.tasks_helpers import record
+
+    stuck, other = (record.enqueue_with(args=[n], on_commit=False) for n in ("a", "b"))
+    page_url = url("admin:redisparts_peek", "default", "default")
+    page = admin_client.get(page_url).content.decode()
+    delete_url = url("admin:redisparts_task_delete", "default", stuck)
+    assert f'action="{delete_url}"' in page
+    assert "return confirm(" in page  # the browser asks first
+    response = admin_client.post(delete_url, {"next": page_url})
+    assert response.status_code == 302
+    assert response["Location"] == page_url  # back to the queue's page
+    assert [task.id for task in TaskQueue().peek("default")] == [other]
+    elsewhere = admin_client.post(
+        url("admin:redisparts_task_delete", "default", other), {"next": "https://evil.example/"}
+    )
+    assert elsewhere["Location"].startswith(url("admin:redisparts_tasks"))  # no open redirect
+
+
 @pytest.mark.parametrize("name", ["admin:redisparts_task_retry", "admin:redisparts_task_delete"])
 def test_get_on_an_action_is_refused(admin_client, name):
     [task_id] = failed_tasks(1)

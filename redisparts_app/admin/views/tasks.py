@@ -140,7 +140,8 @@ def _task_action(
     model_admin.require_change(request)
     queue = task_queue(group)
     back = request.POST.get("next", "")
-    if not back.startswith(reverse("admin:redisparts_tasks")):
+    # Back to the page the action came from, if it is one of these pages (no open redirect).
+    if not back.startswith(reverse("admin:redisparts_app_redisparts_changelist")):
         back = reverse("admin:redisparts_tasks") + "?" + urlencode({"group": queue.group})
     try:
         if action == "retry":
