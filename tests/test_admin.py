@@ -257,6 +257,24 @@ def test_a_stuck_ready_task_is_deleted_from_its_queue_page(admin_client):
     assert elsewhere["Location"].startswith(url("admin:redisparts_tasks"))  # no open redirect
 
 
+def test_a_stuck_lock_is_released_for_the_owner_seen_and_wakes_a_waiter(admin_client, caplog):
+    held = Lock("stuck", ttl=600)
+    fence = held.acquire()
+    page = admin_client.get(url("admin:redisparts_locks")).content.decode()
+    release_url = url("admin:redisparts_lock_release", "stuck")
+    assert f'action="{release_url}"' in page
+    assert "return confirm(" in page
+    stale = admin_client.post(release_url, {"owner": "another-token"}, follow=True)
+    assert "no longer held by another-token" in stale.content.decode()
+    assert held.owned()  # a token that is not the owner's releases nothing
+    done = admin_client.post(release_url, {"owner": held.token}, follow=True)
+    assert "Lock stuck released" in done.content.decode()
+    assert not held.owned()
+    assert "force-released" in caplog.text
+    taker = Lock("stuck", ttl=5)
+    assert taker.acquire(timeout=0.5) > fence  # the next holder's fence is higher
+
+
 @pytest.mark.parametrize("name", ["admin:redisparts_task_retry", "admin:redisparts_task_delete"])
 def test_get_on_an_action_is_refused(admin_client, name):
     [task_id] = failed_tasks(1)

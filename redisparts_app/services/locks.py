@@ -66,19 +66,20 @@ from typing import Any
 
 from django.db import models
 
-from .. import keys
+from .. import keys, lua
 from ..conf import app_settings
 from ..connection import Client, resolve_client
 from ..exceptions import InvalidArgument, LockNotOwned, LockTimeout
 from ..validation import check_count, check_seconds
 from . import registry
-from .lease import Lease, immediate_client, validate_heartbeat
+from .lease import SIGNAL_TTL_MS, Lease, immediate_client, validate_heartbeat
 
 __all__ = [
     "FencedQuerySet",
     "HeldLock",
     "Lock",
     "fenced_update",
+    "force_release",
     "held_locks",
     "lock_keys",
     "read_held",
@@ -299,6 +300,20 @@ def read_held(names: list[str], *, client: Client | None = None) -> list[HeldLoc
         COMPONENT, lambda stale: [name in held for name in stale], candidates=names, client=client
     )
     return sorted(found, key=lambda lock: lock.name)
+
+
+def force_release(name: str, owner: str, *, client: Client | None = None) -> bool:
+    """Release lock ``name`` for an operator, only while ``owner`` (the token they saw) holds
+    it, and wake one waiter; return whether it was released. For a holder that is stuck or
+    gone without its TTL running out (a lock without TTL): the holder is not told, so its
+    fencing token is what keeps its late writes out. Logged as a warning."""
+    name = keys.validate_key_part(name, "lock name")
+    owner_key, _fence, signal_key = _role_keys(name)
+    script = lua.script(resolve_client(client), "lease_release")
+    released = bool(script(keys=[owner_key, signal_key], args=[owner, SIGNAL_TTL_MS]))
+    if released:
+        logger.warning("lock %r force-released (owner token %s)", name, owner)
+    return released
 
 
 def fenced_update(

@@ -237,6 +237,10 @@ ACCESS: dict[str, Entry] = {
         f"{RP}/tasks/default/{{task}}/delete/", {}
     ),
     "admin/redisparts_app/redisparts/locks/": staff_page(f"{RP}/locks/"),
+    # A lock nobody holds: the release refuses with a message and redirects.
+    "admin/redisparts_app/redisparts/locks/<str:name>/release/": staff_action(
+        f"{RP}/locks/idle/release/", {"owner": "nobody"}
+    ),
     "admin/redisparts_app/redisparts/semaphores/": staff_page(f"{RP}/semaphores/"),
     "admin/redisparts_app/redisparts/chats/": staff_page(f"{RP}/chats/"),
     "admin/redisparts_app/redisparts/counters/": staff_page(f"{RP}/counters/"),

@@ -25,6 +25,7 @@ ROUTES: list[Route] = [
     ("tasks/<str:group>/<str:task_id>/retry/", tasks.retry, "task_retry"),
     ("tasks/<str:group>/<str:task_id>/delete/", tasks.delete, "task_delete"),
     ("locks/", locks.held_locks, "locks"),
+    ("locks/<str:name>/release/", locks.release_lock, "lock_release"),
     ("semaphores/", locks.semaphores_in_use, "semaphores"),
     ("chats/", chats.chat_list, "chats"),
     ("counters/", records.counter_charts, "counters"),

@@ -2,12 +2,15 @@
 
 from typing import TYPE_CHECKING
 
-from django.http import HttpRequest, HttpResponse
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import reverse
 
-from ...services import listings, semaphores
+from ...exceptions import RedisPartsError
+from ...services import listings, locks, semaphores
 from .paging import LOCKS_PER_PAGE, SEMAPHORES_PER_PAGE, cursor_page
 
-__all__ = ["held_locks", "semaphores_in_use"]
+__all__ = ["held_locks", "release_lock", "semaphores_in_use"]
 
 if TYPE_CHECKING:
     from .. import RedisPartsAdmin
@@ -26,3 +29,21 @@ def semaphores_in_use(model_admin: "RedisPartsAdmin", request: HttpRequest) -> H
     return model_admin.render(
         request, "semaphores.html", {"title": "Semaphores", "semaphores": rows, **pager}
     )
+
+
+def release_lock(model_admin: "RedisPartsAdmin", request: HttpRequest, name: str) -> HttpResponse:
+    """Release a held lock for its stuck or dead holder (POST, with the owner token seen)."""
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    model_admin.require_change(request)
+    owner = request.POST.get("owner", "")
+    try:
+        released = locks.force_release(name, owner)
+    except (RedisPartsError, ValueError) as exc:
+        messages.error(request, f"Nothing done: {exc}")
+    else:
+        if released:
+            messages.success(request, f"Lock {name} released; one waiter was woken.")
+        else:
+            messages.error(request, f"Nothing done: lock {name} is no longer held by {owner}.")
+    return HttpResponseRedirect(reverse("admin:redisparts_locks"))
