@@ -9,13 +9,8 @@ from redisparts_app.exceptions import TaskNotFound
 from redisparts_app.management.base import RedisCommand
 from redisparts_app.services.tasks import TaskInfo, TaskQueue, queue_groups
 
-# list kinds -> the TaskQueue method that pages through them
-LISTS = {
-    "delayed": "delayed",
-    "inflight": "inflight",
-    "failed": "failed",
-    "quarantined": "quarantined",
-}
+# The lists besides the queues, each paged by the TaskQueue method of its name.
+LISTS = ("delayed", "inflight", "failed", "quarantined")
 PAGE = 500  # tasks read per call when an action goes through a whole list
 
 
@@ -64,7 +59,7 @@ class Command(RedisCommand):
             if opts["kind"] == "ready":
                 tasks = queue.peek(opts["queue"], opts["start"], opts["count"])
             else:
-                tasks = getattr(queue, LISTS[opts["kind"]])(opts["start"], opts["count"])
+                tasks = getattr(queue, opts["kind"])(opts["start"], opts["count"])
             text = "\n".join(_task_line(task) for task in tasks) or "No task."
             self.report([dataclasses.asdict(t) for t in tasks], as_json=as_json, text=text)
             return
@@ -79,7 +74,8 @@ class Command(RedisCommand):
         verb = "Put back" if action == "retry" else "Deleted"
         text = f"{verb} {len(done['done'])} task(s)."
         if done["not_found"]:
-            text += f" Not failed or quarantined (any more): {', '.join(done['not_found'])}."
+            where = "failed or quarantined" if action == "retry" else "found"
+            text += f" Not {where} (any more): {', '.join(done['not_found'])}."
         self.report(done, as_json=as_json, text=text)
         if done["not_found"] and not done["done"]:
             raise CommandError("no task was found", returncode=1)
@@ -112,7 +108,7 @@ class Command(RedisCommand):
 def _every(queue: TaskQueue, kind: str) -> Iterator[TaskInfo]:
     """Every task of a list, read a page at a time from its start (the list may shrink)."""
     start = 0
-    while page := getattr(queue, LISTS[kind])(start, PAGE):
+    while page := getattr(queue, kind)(start, PAGE):
         yield from page
         start += len(page)
 
