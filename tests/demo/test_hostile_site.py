@@ -115,6 +115,7 @@ FIELDS = [
     Field("admin", f"{RP}/autocomplete/", {"prefix": "a"}, "guild", "GET"),
     *(Field("admin", f"{RP}/{page}/", {}, "name", "GET") for page in ("counters", "logs")),
     Field("admin", f"{RP}/tasks/", {}, "group", "GET"),
+    Field("admin", f"{RP}/locks/idle/release/", {}, "owner"),
 ]
 HIGH_LIMITS = {"login": (10**6, 60), "chat": (10**6, 60), "mail": (10**6, 60)}
 

@@ -6,7 +6,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.urls import reverse
 
-from ...exceptions import RedisPartsError
+from ...exceptions import RedisPartsError, shorten
 from ...services import listings, locks, semaphores
 from .paging import LOCKS_PER_PAGE, SEMAPHORES_PER_PAGE, cursor_page
 
@@ -45,5 +45,6 @@ def release_lock(model_admin: "RedisPartsAdmin", request: HttpRequest, name: str
         if released:
             messages.success(request, f"Lock {name} released; one waiter was woken.")
         else:
-            messages.error(request, f"Nothing done: lock {name} is no longer held by {owner}.")
+            holder = shorten(owner, 40)  # the token as typed, never echoed in full
+            messages.error(request, f"Nothing done: lock {name} is no longer held by {holder}.")
     return HttpResponseRedirect(reverse("admin:redisparts_locks"))
