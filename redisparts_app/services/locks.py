@@ -184,7 +184,6 @@ class Lock:
         Raise LockTimeout when others held it for the whole wait.
         """
         wait = self.timeout if timeout is None else check_seconds(timeout, "lock timeout")
-        registry.note(COMPONENT, self.name, client=self.client)
         lease = self._new_lease()
         if not lease.acquire(wait):
             self._unused = lease
@@ -193,7 +192,6 @@ class Lock:
 
     def try_acquire(self) -> int | None:
         """Make one attempt without waiting; return the fence, or None when it is held."""
-        registry.note(COMPONENT, self.name, client=self.client)
         lease = self._new_lease()
         if lease.try_acquire():
             return self._started(lease)
@@ -231,6 +229,9 @@ class Lock:
         )
 
     def _started(self, lease: Lease) -> int:
+        # Noted once held: a registry prunes only names whose thing it finds gone, so a
+        # name noted before the lock existed could be pruned between the two.
+        registry.note(COMPONENT, self.name, client=self.client)
         self._lease = lease
         if self.auto_renew:
             lease.start_heartbeat(self.renew_interval, max_renewals=self.max_renewals)

@@ -8,8 +8,10 @@ Key (one per component; ``<component>`` is ``lock``, ``semaphore``, ``chat``, ``
 
     rp:registry:{<component>}:names   zset: name -> when a process last noted it (Unix s)
 
-A component calls ``note(component, name)`` when it uses a name (acquires a lock,
-enqueues into a group, creates a chat, ...). The ZADD is sent at most once per
+A component calls ``note(component, name)`` once it has used a name, after the write
+that makes the thing exist (a lock acquired, a task enqueued into a group, a chat
+created, ...): pruning forgets only names whose thing it finds gone, so a name noted
+before its thing existed could be forgotten in between. The ZADD is sent at most once per
 ``NOTE_INTERVAL`` seconds per process, client and name, so a hot path pays a dict lookup.
 Readers list the names (``names``, ``page``: ZRANGE, O(log n + names returned)) and read
 the things themselves, so a name whose thing is gone is only a wasted read. The cost of a

@@ -159,11 +159,11 @@ class Semaphore:
         wait = check_seconds(wait, "wait", allow_zero=True, maximum=MAX_TIMEOUT, whole_ms=False)
         reason = _check_reason(reason)
         holder_id = os.urandom(16).hex()  # 128 random bits, as 32 hex digits
-        registry.note(COMPONENT, self.name, client=self._client)
         deadline = self._clock() + wait
         backoff = MIN_BACKOFF
         while True:
             if self._try_acquire(holder_id, reason):
+                registry.note(COMPONENT, self.name, client=self._client)  # once it exists
                 return holder_id
             remaining = deadline - self._clock()
             if remaining <= 0:

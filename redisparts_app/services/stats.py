@@ -114,10 +114,10 @@ def update_stats(
     client = resolve_client(client)
     hour = int(clock() // HOUR) * HOUR
     key = stats_key(context, kind)
-    registry.note("stats", f"{context}:{kind}", client=client)
     raw = lua.script(client, "stats_update")(
         keys=[key, f"{key}:last"], args=[repr(value), repr(value * value), hour, STATS_TTL]
     )
+    registry.note("stats", f"{context}:{kind}", client=client)
     fields = dict(zip(raw[::2], raw[1::2], strict=True))
     return _parse(fields)
 

@@ -309,11 +309,11 @@ class TaskQueue:
             argv.append(1)
 
         def push() -> str:
-            registry.note(COMPONENT, self.group, client=self.client)
             if wait_replicas and wait_timeout is not None:  # the timeout was checked above
                 holder = self._push_replicated(keys, argv, wait_replicas, wait_timeout)
             else:
                 _stored, holder = lua.script(self.client, "queue_enqueue")(keys=keys, args=argv)
+            registry.note(COMPONENT, self.group, client=self.client)  # once the group exists
             return holder.decode() if isinstance(holder, bytes) else str(holder)
 
         if on_commit and transaction.get_connection(using).in_atomic_block:
