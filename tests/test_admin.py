@@ -275,6 +275,87 @@ def test_a_stuck_lock_is_released_for_the_owner_seen_and_wakes_a_waiter(admin_cl
     assert taker.acquire(timeout=0.5) > fence  # the next holder's fence is higher
 
 
+def test_bulk_retry_asks_first_then_requeues_the_chosen_tasks(admin_client):
+    first, second, third = failed_tasks(3)
+    page_url = url("admin:redisparts_tasks") + "?kind=failed&group=default"
+    page = admin_client.get(page_url).content.decode()
+    bulk_url = url("admin:redisparts_task_bulk", "default")
+    assert f'action="{bulk_url}"' in page
+    assert page.count('name="ids"') == 3
+    chosen = {"action": "retry", "ids": [first, third], "next": page_url}
+    asked = admin_client.post(bulk_url, chosen)
+    assert asked.status_code == 200  # a page listing the chosen tasks, nothing done yet
+    assert rows(asked.content.decode(), "rp-chosen") == 2
+    assert "Yes, retry 2 tasks" in asked.content.decode()
+    assert TaskQueue().counts()["failed"] == 3
+    done = admin_client.post(bulk_url, {**chosen, "confirmed": "yes"})
+    assert done["Location"] == page_url
+    queue = TaskQueue()
+    assert [task.id for task in queue.failed()] == [second]
+    assert {task.id for task in queue.peek("default")} == {first, third}
+    again = admin_client.post(bulk_url, {**chosen, "confirmed": "yes"}, follow=True)
+    assert "0 tasks back in their queue; 2 no longer there to retry" in again.content.decode()
+
+
+def test_bulk_delete_counts_what_was_gone_and_refuses_bad_requests(admin_client):
+    ids = failed_tasks(2)
+    bulk_url = url("admin:redisparts_task_bulk", "default")
+    TaskQueue().delete(ids[0])  # someone else got there first
+    done = admin_client.post(
+        bulk_url, {"action": "delete", "ids": ids, "confirmed": "yes"}, follow=True
+    )
+    assert "1 task deleted; 1 no longer there." in done.content.decode()
+    assert TaskQueue().counts()["failed"] == 0
+    [left] = failed_tasks(1)
+    refusals = {
+        "choose retry or delete": {"action": "purge", "ids": [left]},
+        "no task was selected": {"action": "delete"},
+        "at most 50 tasks": {"action": "delete", "ids": [f"t{n}" for n in range(51)]},
+    }
+    for message, data in refusals.items():
+        refused = admin_client.post(bulk_url, {**data, "confirmed": "yes"}, follow=True)
+        assert f"Nothing done: {message}" in refused.content.decode()
+    assert TaskQueue().counts()["failed"] == 1
+    assert admin_client.get(bulk_url).status_code == 405
+
+
+def test_live_pages_carry_their_refresh_and_others_do_not(admin_client):
+    for name in ("changelist", "queues", "tasks", "locks", "semaphores"):
+        page = admin_client.get(
+            url(
+                f"admin:redisparts_{name}"
+                if name != "changelist"
+                else "admin:redisparts_app_redisparts_changelist"
+            )
+        )
+        assert 'data-rp-live="5"' in page.content.decode(), name
+        assert "redisparts_app/admin/admin.js" in page.content.decode()
+    assert "data-rp-live" not in admin_client.get(url("admin:redisparts_config")).content.decode()
+
+
+def test_a_stuck_semaphore_permit_is_released_and_its_holder_finds_out(admin_client, caplog):
+    semaphore = Semaphore("printers", 1, timeout=600)
+    stuck = semaphore.acquire(reason="jammed")
+    assert stuck is not None
+    page = admin_client.get(url("admin:redisparts_semaphores")).content.decode()
+    release_url = url("admin:redisparts_permit_release", "printers")
+    assert f'action="{release_url}"' in page
+    assert f'value="{stuck}"' in page
+    assert "return confirm(" in page
+    unknown = admin_client.post(release_url, {"holder": "0" * 32}, follow=True)
+    assert "was no longer live" in unknown.content.decode()
+    garbage = admin_client.post(release_url, {"holder": "<script>"}, follow=True)
+    assert garbage.status_code == 200
+    assert "Nothing done" in garbage.content.decode()
+    assert [holder.id for holder in semaphore.holders()] == [stuck]
+    done = admin_client.post(release_url, {"holder": stuck}, follow=True)
+    assert "Permit released on printers" in done.content.decode()
+    assert semaphore.holders() == []
+    assert "force-released" in caplog.text
+    assert semaphore.acquire(wait=0.5) is not None  # the slot is free again
+    assert semaphore.refresh(stuck) is False  # the old holder learns it lost the permit
+
+
 @pytest.mark.parametrize("name", ["admin:redisparts_task_retry", "admin:redisparts_task_delete"])
 def test_get_on_an_action_is_refused(admin_client, name):
     [task_id] = failed_tasks(1)

@@ -26,7 +26,9 @@ from django.urls import URLPattern, path, reverse
 from ..models import RedisParts
 from .views import NAVIGATION, ROUTES
 
-__all__ = ["RedisPartsAdmin"]
+__all__ = ["LIVE_SECONDS", "RedisPartsAdmin"]
+
+LIVE_SECONDS = 5  # how often a live page (queues, tasks, locks...) refreshes its content
 
 
 @admin.register(RedisParts)
@@ -47,11 +49,19 @@ class RedisPartsAdmin(admin.ModelAdmin):
         ]
 
     def render(
-        self, request: HttpRequest, template: str, context: dict[str, Any], status: int = 200
+        self,
+        request: HttpRequest,
+        template: str,
+        context: dict[str, Any],
+        status: int = 200,
+        *,
+        live: bool = False,
     ) -> TemplateResponse:
-        """Render an admin page with the navigation every page shows."""
+        """Render an admin page with the navigation every page shows; a ``live`` page
+        refreshes its content every LIVE_SECONDS (static/redisparts_app/admin/admin.js)."""
         base = {
             **self.admin_site.each_context(request),
+            "live_seconds": LIVE_SECONDS if live else 0,
             "opts": self.opts,
             "rp_pages": [(label, reverse(self._url_name(name))) for label, name in NAVIGATION],
             "can_change": self.has_change_permission(request),

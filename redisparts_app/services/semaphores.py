@@ -57,6 +57,7 @@ noticed. Waiters are not served in order of arrival.
 """
 
 import json
+import logging
 import os
 import re
 import time
@@ -81,6 +82,7 @@ __all__ = [
     "FairSemaphore",
     "Holder",
     "Semaphore",
+    "force_release",
     "holders",
     "holders_key",
     "semaphore_names",
@@ -96,6 +98,10 @@ MIN_BACKOFF = 0.01
 MAX_BACKOFF = 0.2
 
 _ROLES = ("holders", "info", "owners", "counter", "wake")
+# How long the wake token of a force-released permit waits for a waiter, in ms.
+_FORCE_RELEASE_WAKE_MS = 10_000
+
+logger = logging.getLogger(__name__)
 _HOLDER_ID_RE = re.compile(r"[0-9a-f]{32}")
 
 
@@ -278,6 +284,30 @@ def holders(
         )
     found.sort(key=lambda holder: (-holder.age, holder.ticket or 0))
     return found
+
+
+def force_release(name: str, holder_id: str, *, client: Client | None = None) -> bool:
+    """Take permit ``holder_id`` of semaphore ``name`` back for an operator and wake one
+    waiter; return whether the permit was still live. For a holder that is stuck (it keeps
+    refreshing) or gone: the holder is not told, and the next ``refresh`` or ``release`` it
+    makes returns False. Works for both kinds. Logged as a warning."""
+    name = keys.validate_key_part(name, "semaphore name")
+    holder_id = _check_holder_id(holder_id)
+    names = {role: keys.make_key(COMPONENT, name, role) for role in _ROLES}
+    client = resolve_client(client)
+    # The wake list keeps at most one token per slot of the semaphore's last known limit.
+    limit = client.hget(names["info"], "limit")
+    limit_arg = int(limit) if limit is not None and limit.isdigit() else 1
+    script = lua.script(client, "semaphore_release")
+    released = bool(
+        script(
+            keys=[names["holders"], names["info"], names["wake"], names["owners"]],
+            args=[holder_id, limit_arg, _FORCE_RELEASE_WAKE_MS, ""],
+        )
+    )
+    if released:
+        logger.warning("semaphore %r: permit %s force-released", name, holder_id)
+    return released
 
 
 def semaphore_names(*, client: Client | None = None) -> list[str]:

@@ -236,12 +236,19 @@ ACCESS: dict[str, Entry] = {
     "admin/redisparts_app/redisparts/tasks/<str:group>/<str:task_id>/delete/": staff_action(
         f"{RP}/tasks/default/{{task}}/delete/", {}
     ),
+    "admin/redisparts_app/redisparts/bulk-actions/<str:group>/": staff_action(
+        f"{RP}/bulk-actions/default/", {"action": "delete", "ids": "t1"}, done=200
+    ),  # the page that asks first
     "admin/redisparts_app/redisparts/locks/": staff_page(f"{RP}/locks/"),
     # A lock nobody holds: the release refuses with a message and redirects.
     "admin/redisparts_app/redisparts/locks/<str:name>/release/": staff_action(
         f"{RP}/locks/idle/release/", {"owner": "nobody"}
     ),
     "admin/redisparts_app/redisparts/semaphores/": staff_page(f"{RP}/semaphores/"),
+    # A permit nobody holds: the release refuses with a message and redirects.
+    "admin/redisparts_app/redisparts/semaphores/<str:name>/release/": staff_action(
+        f"{RP}/semaphores/idle/release/", {"holder": "0" * 32}
+    ),
     "admin/redisparts_app/redisparts/chats/": staff_page(f"{RP}/chats/"),
     "admin/redisparts_app/redisparts/counters/": staff_page(f"{RP}/counters/"),
     "admin/redisparts_app/redisparts/stats/": staff_page(f"{RP}/stats/"),

@@ -116,6 +116,11 @@ FIELDS = [
     *(Field("admin", f"{RP}/{page}/", {}, "name", "GET") for page in ("counters", "logs")),
     Field("admin", f"{RP}/tasks/", {}, "group", "GET"),
     Field("admin", f"{RP}/locks/idle/release/", {}, "owner"),
+    Field("admin", f"{RP}/semaphores/idle/release/", {}, "holder"),
+    *(
+        Field("admin", f"{RP}/bulk-actions/default/", {"action": "delete", **base}, "ids")
+        for base in ({}, {"confirmed": "yes"})
+    ),
 ]
 HIGH_LIMITS = {"login": (10**6, 60), "chat": (10**6, 60), "mail": (10**6, 60)}
 

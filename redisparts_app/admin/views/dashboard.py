@@ -13,4 +13,5 @@ if TYPE_CHECKING:
 
 
 def dashboard(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpResponse:
-    return model_admin.render(request, "index.html", {"title": "Redis parts", **overview()})
+    context = {"title": "Redis parts", **overview()}
+    return model_admin.render(request, "index.html", context, live=True)

@@ -17,10 +17,21 @@ from django.urls import reverse
 
 from ...exceptions import RedisPartsError, TaskNotFound
 from ...services import figures
-from ...services.tasks import TaskQueue, queue_groups
+from ...services.tasks import TaskInfo, TaskQueue, queue_groups
 from .paging import TASKS_PER_PAGE, offset_page
 
-__all__ = ["TASK_LISTS", "delete", "peek", "queues", "retry", "task", "task_list", "task_queue"]
+__all__ = [
+    "BULK_LIMIT",
+    "TASK_LISTS",
+    "bulk",
+    "delete",
+    "peek",
+    "queues",
+    "retry",
+    "task",
+    "task_list",
+    "task_queue",
+]
 
 if TYPE_CHECKING:
     from .. import RedisPartsAdmin
@@ -36,6 +47,14 @@ TASK_LISTS = {
     ),
     "delayed": ("Delayed", "delayed", "Delayed tasks and retries, soonest due first."),
 }
+# Lists whose tasks can be chosen for a bulk action, and the actions each allows.
+BULK_ACTIONS = {
+    "failed": ("retry", "delete"),
+    "quarantine": ("retry", "delete"),
+    "delayed": ("delete",),
+    "ready": ("delete",),
+}
+BULK_LIMIT = TASKS_PER_PAGE  # a bulk action acts on at most one page of tasks
 
 
 def task_queue(group: str | None) -> TaskQueue:
@@ -48,7 +67,8 @@ def task_queue(group: str | None) -> TaskQueue:
 
 def queues(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpResponse:
     groups = figures.queue_figures()
-    return model_admin.render(request, "queues.html", {"title": "Task queues", "groups": groups})
+    context = {"title": "Task queues", "groups": groups}
+    return model_admin.render(request, "queues.html", context, live=True)
 
 
 def peek(
@@ -68,9 +88,11 @@ def peek(
             "group": tasks.group,
             "queue": queue,
             "tasks": tasks.peek(queue, pages["start"], TASKS_PER_PAGE),
+            "bulk_actions": BULK_ACTIONS["ready"],
             "pages": pages,
             "now": time.time(),
         },
+        live=True,
     )
 
 
@@ -93,9 +115,11 @@ def task_list(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpRespo
             "group": queue.group,
             "groups": queue_groups(with_default=True),
             "tasks": getattr(queue, method)(pages["start"], TASKS_PER_PAGE),
+            "bulk_actions": BULK_ACTIONS.get(kind, ()),
             "pages": pages,
             "now": time.time(),
         },
+        live=True,
     )
 
 
@@ -132,6 +156,74 @@ def delete(
     return _task_action(model_admin, request, group, task_id, "delete")
 
 
+def bulk(model_admin: "RedisPartsAdmin", request: HttpRequest, group: str) -> HttpResponse:
+    """Retry or delete the chosen tasks: a page listing them asks first, then each is done.
+
+    A task that finished, moved or vanished meanwhile is counted, not an error.
+    """
+    if request.method != "POST":
+        return HttpResponseNotAllowed(["POST"])
+    model_admin.require_change(request)
+    queue = task_queue(group)
+    back = _back(request, queue)
+    action = request.POST.get("action", "")
+    ids = list(dict.fromkeys(request.POST.getlist("ids")))  # once each, in the order given
+    if action not in ("retry", "delete"):
+        messages.error(request, "Nothing done: choose retry or delete.")
+        return HttpResponseRedirect(back)
+    if not ids:
+        messages.error(request, "Nothing done: no task was selected.")
+        return HttpResponseRedirect(back)
+    if len(ids) > BULK_LIMIT:
+        messages.error(request, f"Nothing done: at most {BULK_LIMIT} tasks at a time.")
+        return HttpResponseRedirect(back)
+    if request.POST.get("confirmed") != "yes":
+        return model_admin.render(
+            request,
+            "task_bulk.html",
+            {
+                "title": f"{action.capitalize()} {len(ids)} task{'s' if len(ids) != 1 else ''}?",
+                "action": action,
+                "group": queue.group,
+                "chosen": [(task_id, _find(queue, task_id)) for task_id in ids],
+                "back": back,
+            },
+        )
+    act = queue.requeue if action == "retry" else queue.delete
+    done, missing, refused = 0, 0, []
+    for task_id in ids:
+        try:
+            act(task_id)
+            done += 1
+        except TaskNotFound:
+            missing += 1
+        except (RedisPartsError, ValueError) as exc:
+            refused.append(str(exc))
+    verb = "back in their queue" if action == "retry" else "deleted"
+    summary = f"{done} task{'s' if done != 1 else ''} {verb}"
+    if missing:
+        summary += f"; {missing} no longer there" + (" to retry" if action == "retry" else "")
+    (messages.success if done else messages.error)(request, summary + ".")
+    for reason in refused[:3]:
+        messages.error(request, f"Refused: {reason}")
+    return HttpResponseRedirect(back)
+
+
+def _find(queue: TaskQueue, task_id: str) -> TaskInfo | None:
+    try:
+        return queue.get(task_id)
+    except (RedisPartsError, ValueError):
+        return None
+
+
+def _back(request: HttpRequest, queue: TaskQueue) -> str:
+    """The admin page an action came from (never another site), else the queue's tasks."""
+    back = request.POST.get("next", "")
+    if back.startswith(reverse("admin:redisparts_app_redisparts_changelist")):
+        return back
+    return reverse("admin:redisparts_tasks") + "?" + urlencode({"group": queue.group})
+
+
 def _task_action(
     model_admin: "RedisPartsAdmin", request: HttpRequest, group: str, task_id: str, action: str
 ) -> HttpResponse:
@@ -139,10 +231,7 @@ def _task_action(
         return HttpResponseNotAllowed(["POST"])
     model_admin.require_change(request)
     queue = task_queue(group)
-    back = request.POST.get("next", "")
-    # Back to the page the action came from, if it is one of these pages (no open redirect).
-    if not back.startswith(reverse("admin:redisparts_app_redisparts_changelist")):
-        back = reverse("admin:redisparts_tasks") + "?" + urlencode({"group": queue.group})
+    back = _back(request, queue)
     try:
         if action == "retry":
             queue.requeue(task_id)

@@ -1,11 +1,13 @@
 """The Redis parts admin in Chromium: a task that failed in a real worker is shown, and
-"Retry" puts it back in its queue, where the worker runs it again."""
+"Retry" puts it back in its queue, where the worker runs it again; bulk actions ask first;
+live pages refresh in place and hold still while the operator is choosing."""
 
 import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from redisparts_app.services.tasks import TaskQueue
+from redisparts_app.services.locks import Lock
+from redisparts_app.services.tasks import TaskQueue, Worker
 from tests.tasks_helpers import DONE, fails_until_flag, wait_until
 
 from .helpers import log_in, save_screenshot
@@ -35,3 +37,67 @@ def test_failed_task_is_shown_and_retry_requeues_it(new_page, start_worker, redi
     assert wait_until(lambda: redis_client.sismember(DONE, "admin-retry"), timeout=30)
     counts = queue.counts()
     assert counts["failed"] == counts["inflight"] == 0
+
+
+def _failed_tasks(labels: list[str]) -> None:
+    for label in labels:
+        fails_until_flag.enqueue(label)
+    assert Worker(["default"]).run(burst=True) == len(labels)
+
+
+def test_bulk_retry_and_delete_ask_first(new_page):
+    _failed_tasks(["bulk-a", "bulk-b", "bulk-c"])
+    page = new_page()
+    log_in(page, "admin", "admin-demo")
+    page.goto(reverse("admin:redisparts_tasks") + "?kind=failed")
+    rows = page.locator("tr.rp-task")
+    expect(rows).to_have_count(3)
+    rows.nth(0).get_by_role("checkbox").check()
+    rows.nth(1).get_by_role("checkbox").check()
+    page.get_by_role("button", name="Retry selected").click()
+    expect(page.locator("tr.rp-chosen")).to_have_count(2)
+    save_screenshot(page, "admin-bulk-confirm")
+    page.get_by_role("button", name="Yes, retry 2 tasks").click()
+    expect(page.locator(".messagelist")).to_contain_text("2 tasks back in their queue")
+    expect(rows).to_have_count(1)
+    assert TaskQueue().counts()["failed"] == 1
+
+    page.get_by_role("checkbox", name="Select every task of this page").check()
+    page.get_by_role("button", name="Delete selected").click()
+    page.get_by_role("link", name="No, go back").click()  # changed their mind
+    expect(rows).to_have_count(1)
+    page.get_by_role("checkbox", name="Select every task of this page").check()
+    page.get_by_role("button", name="Delete selected").click()
+    page.get_by_role("button", name="Yes, delete 1 task").click()
+    expect(page.locator(".messagelist")).to_contain_text("1 task deleted")
+    expect(page.locator(".rp-empty")).to_contain_text("No tasks here")
+    assert TaskQueue().counts()["failed"] == 0
+
+
+def test_live_pages_refresh_in_place_and_wait_while_a_task_is_selected(new_page):
+    page = new_page()
+    log_in(page, "admin", "admin-demo")
+    page.goto(reverse("admin:redisparts_locks"))
+    expect(page.locator(".rp-empty")).to_contain_text("No lock is held")
+    page.evaluate("window.notReloaded = true")
+    lock = Lock("live-refresh", ttl=60)
+    lock.acquire()
+    expect(page.get_by_role("cell", name="live-refresh", exact=True)).to_be_visible()
+    assert page.evaluate("window.notReloaded") is True  # swapped in place, not reloaded
+    expect(page.locator("#rp-live-status")).to_contain_text("Updated at")
+    lock.release()
+
+    _failed_tasks(["live-a"])
+    page.goto(reverse("admin:redisparts_tasks") + "?kind=failed")
+    rows = page.locator("tr.rp-task")
+    expect(rows).to_have_count(1)
+    rows.nth(0).get_by_role("checkbox").check()
+    _failed_tasks(["live-b"])
+    expect(page.locator("#rp-live-status")).to_contain_text("Paused while something is selected")
+    expect(rows).to_have_count(1)  # the page held still: the choice is not lost
+    expect(rows.nth(0).get_by_role("checkbox")).to_be_checked()
+    rows.nth(0).get_by_role("checkbox").uncheck()
+    expect(rows).to_have_count(2)  # and refreshes again once nothing is selected
+    page.get_by_role("button", name="Pause").click()
+    expect(page.locator("#rp-live-status")).to_have_text("Paused.")
+    save_screenshot(page, "admin-live-paused")
