@@ -12,8 +12,19 @@ from django.contrib.auth.models import Permission, User
 from django.test import override_settings
 from django.urls import reverse
 
-from redisparts_app.services import autocomplete, chat, config, counters, logs, stats
+from redisparts_app.services import (
+    autocomplete,
+    chat,
+    config,
+    counters,
+    geoip,
+    logs,
+    market,
+    presence,
+    stats,
+)
 from redisparts_app.services.locks import Lock
+from redisparts_app.services.mail import Mailbox
 from redisparts_app.services.semaphores import Semaphore
 from redisparts_app.services.tasks import TaskQueue, Worker, enqueue
 from tests.tasks_helpers import fails_until_flag
@@ -27,6 +38,10 @@ PAGES = [
     "admin:redisparts_locks",
     "admin:redisparts_semaphores",
     "admin:redisparts_chats",
+    "admin:redisparts_market",
+    "admin:redisparts_mail",
+    "admin:redisparts_presence",
+    "admin:redisparts_geoip",
     "admin:redisparts_counters",
     "admin:redisparts_stats",
     "admin:redisparts_logs",
@@ -512,8 +527,10 @@ DOWN = {"CONNECTIONS": {"default": {"URL": "redis://127.0.0.1:1/0"}}}
 
 @pytest.mark.parametrize("page", PAGES)
 def test_redis_down_shows_a_message_not_a_500(admin_client, page):
+    # The mail page reads Redis once a user is looked up.
+    query = "?user=cleo" if page == "admin:redisparts_mail" else ""
     with override_settings(REDISPARTS=DOWN):
-        response = admin_client.get(url(page))
+        response = admin_client.get(url(page) + query)
     assert response.status_code == 503
     assert "Redis cannot be reached right now" in response.content.decode()
 
@@ -531,3 +548,95 @@ def test_queue_peek_is_paged_with_ranges(admin_client):
     html = page.content.decode()
     assert "Page 3 of 3 (120 in all)" in html
     assert re.findall(r'rp-mono">([0-9a-f]{32})</span>', html) == ids[100:]
+
+
+# -- market, mail, presence, GeoIP --------------------------------------------------------
+
+
+def test_market_page_shows_listings_the_outbox_and_a_users_account(admin_client):
+    market.create_user("ann", 10_000)
+    market.create_user("ben", 250_075)
+    for item, price in (("Lantern", 500), ("Oak shield", 120)):
+        market.give_item("ann", item)
+        market.list_item("ann", item, price)
+    market.give_item("ann", "Rope")
+    market.purchase("ben", "Lantern", "ann", 500)
+    page = admin_client.get(url("admin:redisparts_market")).content.decode()
+    assert rows(page, "rp-listing") == 1  # the shield; the lantern was sold
+    assert "Oak shield" in page
+    assert "1.20" in page
+    assert rows(page, "rp-sale") == len(market.pending_sales())
+    account = admin_client.get(url("admin:redisparts_market"), {"user": "ben"}).content.decode()
+    assert "2,495.75" in account  # 2,500.75 less the lantern's 5.00
+    assert "Lantern" in account
+    nobody = admin_client.get(url("admin:redisparts_market"), {"user": "nobody"})
+    assert "There is no market user named nobody." in nobody.content.decode()
+    hostile = admin_client.get(url("admin:redisparts_market"), {"user": "a:b{c}"})
+    assert hostile.status_code == 200
+    assert "errornote" in hostile.content.decode()
+
+
+def test_mail_page_shows_a_mailbox_page_by_page_without_bodies(admin_client):
+    box = Mailbox("cleo")
+    for n in range(23):
+        box.send("dan", f"Subject {n}", f"secret body {n}")
+    box.mark_read(23)
+    first = admin_client.get(url("admin:redisparts_mail"), {"user": "cleo"}).content.decode()
+    assert rows(first, "rp-mail") == 20
+    assert "23 messages, 22 unread" in first
+    assert "secret body" not in first
+    assert "user=cleo&amp;page=2" in first
+    second = admin_client.get(url("admin:redisparts_mail"), {"user": "cleo", "page": "2"})
+    assert rows(second.content.decode(), "rp-mail") == 3
+    empty = admin_client.get(url("admin:redisparts_mail"), {"user": "nobody"}).content.decode()
+    assert "No mail." in empty
+
+
+def test_presence_page_counts_and_pages_who_is_online_and_a_users_friends(admin_client):
+    for n in range(105):
+        presence.record_activity(f"user{n:03d}")
+    presence.add_friend("user000", "user001")
+    presence.add_friend("user000", "offline")
+    page = admin_client.get(url("admin:redisparts_presence")).content.decode()
+    _users, total = presence.online_page()
+    assert total >= 105  # and whoever the site's presence middleware saw (the admin)
+    assert rows_li(page, "rp-online") == 100
+    assert f">{total}<" in page
+    second = admin_client.get(url("admin:redisparts_presence"), {"page": "2"}).content.decode()
+    assert rows_li(second, "rp-online") == total - 100
+    friends = admin_client.get(url("admin:redisparts_presence"), {"user": "user000"})
+    text = friends.content.decode()
+    assert "offline, user001" in text  # every friend
+    assert re.search(r"Friends online</th><td>user001</td>", text)
+
+
+def test_online_page_is_most_recent_first_and_checks_its_arguments():
+    presence.record_activity("early", clock=lambda: 1_000_000.0)
+    presence.record_activity("late", clock=lambda: 1_000_030.0)
+    assert presence.online_page(clock=lambda: 1_000_031.0) == (["late", "early"], 2)
+    assert presence.online_page(1, 1, clock=lambda: 1_000_031.0) == (["early"], 2)
+    with pytest.raises(ValueError, match="count"):
+        presence.online_page(0, 0)
+    with pytest.raises(ValueError, match="offset"):
+        presence.online_page(-1)
+
+
+def test_geoip_page_counts_the_import_and_finds_a_city(admin_client):
+    empty = admin_client.get(url("admin:redisparts_geoip")).content.decode()
+    assert "Nothing imported yet" in empty
+    geoip.import_geoip(geoip.SAMPLE_BLOCKS, geoip.SAMPLE_LOCATIONS)
+    blocks, cities = geoip.counts()
+    assert blocks > 0
+    assert cities > 0
+    page = admin_client.get(url("admin:redisparts_geoip"), {"ip": "11.0.0.1"}).content.decode()
+    assert f">{blocks}<" in page
+    assert '<th scope="row">Geoname id</th><td>9100024</td>' in page
+    gap = admin_client.get(url("admin:redisparts_geoip"), {"ip": "1.2.3.4"}).content.decode()
+    assert "No imported block holds 1.2.3.4." in gap
+    bad = admin_client.get(url("admin:redisparts_geoip"), {"ip": "999.1.1.1"}).content.decode()
+    assert "errornote" in bad
+    assert "dotted quad" in bad
+
+
+def rows_li(html: str, css_class: str) -> int:
+    return len(re.findall(rf'<li class="{css_class}"', html))

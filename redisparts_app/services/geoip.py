@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 __all__ = [
     "City",
     "ImportReport",
+    "counts",
     "find_city",
     "import_geoip",
     "ip_to_score",
@@ -132,6 +133,15 @@ def find_city(ip: str, *, client: Client | None = None) -> City | None:
         return None
     data = json.loads(city_json)
     return City(city_id=geoname_id, **data)
+
+
+def counts(*, client: Client | None = None) -> tuple[int, int]:
+    """Return the number of address blocks and of cities imported (0, 0 before any import)."""
+    pipe = resolve_client(client).pipeline(transaction=False)
+    pipe.zcard(_blocks_key())
+    pipe.hlen(_cities_key())
+    blocks, cities = pipe.execute()
+    return int(blocks), int(cities)
 
 
 def import_geoip(

@@ -45,7 +45,7 @@ from ..conf import app_settings
 from ..connection import Client, resolve_client, transaction
 from ..exceptions import InvalidArgument
 from ..keys import make_key, validate_key_part
-from ..validation import check_choice
+from ..validation import check_choice, check_count, check_int
 
 __all__ = [
     "add_friend",
@@ -56,6 +56,7 @@ __all__ = [
     "logout",
     "minute_key",
     "online_friends",
+    "online_page",
     "online_users",
     "record_activity",
     "remove_friend",
@@ -65,6 +66,7 @@ __all__ = [
 COMPONENT = "presence"
 TAG = "presence"
 DEFAULT_DEVICE = "default"
+MAX_PAGE = 1000  # users in one page of online_page
 
 Clock = Callable[[], float]
 Method = Literal["minutes", "seen"]
@@ -140,6 +142,22 @@ def online_users(
     else:  # "seen"
         members = client.zrangebyscore(seen_key(), start, "+inf")
     return {member.decode() for member in members}
+
+
+def online_page(
+    offset: int = 0, count: int = 100, *, client: Client | None = None, clock: Clock = time.time
+) -> tuple[list[str], int]:
+    """Return up to ``count`` online users from ``offset``, the most recently active first,
+    and how many are online in all (the last-seen set: two commands, however many there are).
+    """
+    offset = check_int(offset, "offset", minimum=0)
+    count = check_count(count, "count", maximum=MAX_PAGE)
+    _keys, start = _window(clock())
+    pipe = resolve_client(client).pipeline(transaction=False)
+    pipe.zrevrangebyscore(seen_key(), "+inf", start, start=offset, num=count)
+    pipe.zcount(seen_key(), start, "+inf")
+    users, total = pipe.execute()
+    return [user.decode() for user in users], int(total)
 
 
 def is_online(user: str, *, client: Client | None = None, clock: Clock = time.time) -> bool:

@@ -1,4 +1,5 @@
-"""Template helpers of the Redis parts admin: times in seconds since the epoch, task arguments.
+"""Template helpers of the Redis parts admin: times in seconds since the epoch, task arguments,
+amounts in cents.
 
 Use: ``{% load redisparts_admin %}`` in a template.
 """
@@ -11,6 +12,7 @@ from django import template
 
 __all__ = [
     "arguments",
+    "cents",
     "seconds_since",
     "seconds_until",
     "timestamp",
@@ -35,6 +37,13 @@ def arguments(task: Any) -> str:
     if task.kwargs:
         text += " " + json.dumps(task.kwargs, ensure_ascii=False)
     return text
+
+
+@register.filter
+def cents(value: int) -> str:
+    """An amount in cents as units with two decimals and thousands separators: 1,234.50."""
+    units, rest = divmod(int(value), 100)
+    return f"{units:,}.{rest:02d}"
 
 
 def _span(seconds: float) -> str:

@@ -250,6 +250,10 @@ ACCESS: dict[str, Entry] = {
         f"{RP}/semaphores/idle/release/", {"holder": "0" * 32}
     ),
     "admin/redisparts_app/redisparts/chats/": staff_page(f"{RP}/chats/"),
+    "admin/redisparts_app/redisparts/market/": staff_page(f"{RP}/market/?user=alice"),
+    "admin/redisparts_app/redisparts/mail/": staff_page(f"{RP}/mail/?user=alice"),
+    "admin/redisparts_app/redisparts/presence/": staff_page(f"{RP}/presence/?user=alice"),
+    "admin/redisparts_app/redisparts/geoip/": staff_page(f"{RP}/geoip/?ip=11.0.0.1"),
     "admin/redisparts_app/redisparts/counters/": staff_page(f"{RP}/counters/"),
     "admin/redisparts_app/redisparts/stats/": staff_page(f"{RP}/stats/"),
     "admin/redisparts_app/redisparts/logs/": staff_page(f"{RP}/logs/"),

@@ -118,9 +118,16 @@ FIELDS = [
     Field("admin", f"{RP}/locks/idle/release/", {}, "owner"),
     Field("admin", f"{RP}/semaphores/idle/release/", {}, "holder"),
     *(
+        Field("admin", f"{RP}/{page}/", {}, "user", "GET")
+        for page in ("market", "mail", "presence")
+    ),
+    Field("admin", f"{RP}/geoip/", {}, "ip", "GET"),
+    *(Field("admin", f"{RP}/{page}/", {}, "page", "GET") for page in ("market", "presence")),
+    *(
         Field("admin", f"{RP}/bulk-actions/default/", {"action": "delete", **base}, "ids")
         for base in ({}, {"confirmed": "yes"})
     ),
+    Field("admin", f"{RP}/bulk-actions/default/", {"ids": "t1", "confirmed": "yes"}, "action"),
 ]
 HIGH_LIMITS = {"login": (10**6, 60), "chat": (10**6, 60), "mail": (10**6, 60)}
 

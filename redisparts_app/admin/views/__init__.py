@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from django.http import HttpResponse
 
-from . import autocomplete, chats, config, dashboard, locks, records, server, tasks
+from . import autocomplete, chats, config, dashboard, locks, people, records, server, tasks
 
 __all__ = ["NAVIGATION", "ROUTES", "Route"]
 
@@ -30,6 +30,10 @@ ROUTES: list[Route] = [
     ("semaphores/", locks.semaphores_in_use, "semaphores"),
     ("semaphores/<str:name>/release/", locks.release_permit, "permit_release"),
     ("chats/", chats.chat_list, "chats"),
+    ("market/", people.market_overview, "market"),
+    ("mail/", people.mailbox, "mail"),
+    ("presence/", people.online, "presence"),
+    ("geoip/", people.geoip_lookup, "geoip"),
     ("counters/", records.counter_charts, "counters"),
     ("stats/", records.hourly_stats, "stats"),
     ("logs/", records.log_entries, "logs"),
@@ -46,6 +50,10 @@ NAVIGATION: list[tuple[str, str]] = [
     ("Locks", "locks"),
     ("Semaphores", "semaphores"),
     ("Chats", "chats"),
+    ("Market", "market"),
+    ("Mail", "mail"),
+    ("Presence", "presence"),
+    ("GeoIP", "geoip"),
     ("Counters", "counters"),
     ("Stats", "stats"),
     ("Logs", "logs"),

@@ -16,8 +16,11 @@ __all__ = [
     "CONFIGS_PER_PAGE",
     "COUNTERS_PER_PAGE",
     "GUILDS_PER_PAGE",
+    "LISTINGS_PER_PAGE",
     "LOCKS_PER_PAGE",
     "LOG_NAMES_PER_PAGE",
+    "MAIL_PER_PAGE",
+    "ONLINE_PER_PAGE",
     "SEMAPHORES_PER_PAGE",
     "TASKS_PER_PAGE",
     "cursor_page",
@@ -35,6 +38,9 @@ COUNTERS_PER_PAGE = 50
 LOG_NAMES_PER_PAGE = 50
 CONFIGS_PER_PAGE = 50
 GUILDS_PER_PAGE = 50
+LISTINGS_PER_PAGE = 50
+MAIL_PER_PAGE = 20
+ONLINE_PER_PAGE = 100
 
 
 def int_param(request: HttpRequest, name: str, default: int = 0, least: int = 0) -> int:
