@@ -6,6 +6,7 @@ logs, statistics); every page must show it. Actions are checked by reading Redis
 
 import json
 import re
+import threading
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -17,7 +18,9 @@ from redisparts_app.services import (
     chat,
     config,
     counters,
+    files,
     geoip,
+    listings,
     logs,
     market,
     presence,
@@ -27,7 +30,7 @@ from redisparts_app.services.locks import Lock
 from redisparts_app.services.mail import Mailbox
 from redisparts_app.services.semaphores import Semaphore
 from redisparts_app.services.tasks import TaskQueue, Worker, enqueue
-from tests.tasks_helpers import fails_until_flag
+from tests.tasks_helpers import fails_until_flag, wait_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.cluster]
 
@@ -38,6 +41,7 @@ PAGES = [
     "admin:redisparts_locks",
     "admin:redisparts_semaphores",
     "admin:redisparts_chats",
+    "admin:redisparts_files",
     "admin:redisparts_market",
     "admin:redisparts_mail",
     "admin:redisparts_presence",
@@ -640,3 +644,38 @@ def test_geoip_page_counts_the_import_and_finds_a_city(admin_client):
 
 def rows_li(html: str, css_class: str) -> int:
     return len(re.findall(rf'<li class="{css_class}"', html))
+
+
+def test_files_page_shows_a_distribution_under_way_until_it_ends(admin_client, tmp_path):
+    for n in range(3):
+        (tmp_path / f"part-{n}.log").write_bytes(b"line\n" * (n + 1))
+    upload = threading.Thread(
+        target=files.copy_logs_to_redis,
+        args=(tmp_path, "nightly"),
+        kwargs={"processors": 2, "limit": 10_000, "wait_timeout": 30},
+    )
+    upload.start()
+    try:
+        # The start, three files and the end mark are announced; nobody has taken them yet.
+        assert wait_until(lambda: chat_last_id("nightly") == 5)  # start, 3 files, done
+        page = admin_client.get(url("admin:redisparts_files")).content.decode()
+        assert rows(page, "rp-channel") == 1
+        assert "uploading" in page
+        assert re.search(r"0 \(5\)</span> <span class=\"rp-member\">1 \(5\)", page)
+        lines: list[bytes] = []
+        files.process_logs_from_redis("nightly", "0", lines.append)
+        page = admin_client.get(url("admin:redisparts_files")).content.decode()
+        assert re.search(r"<span class=\"rp-member\">1 \(5\)", page)
+        assert "0 (" not in page  # processor 0 took everything and left
+        files.process_logs_from_redis("nightly", "1", lines.append)
+    finally:
+        upload.join(30)
+    assert len(lines) == 2 * (1 + 2 + 3)
+    assert files.channels() == []
+    ended = admin_client.get(url("admin:redisparts_files")).content.decode()
+    assert "No distribution is under way." in ended
+
+
+def chat_last_id(chat_id: str) -> int | None:
+    overview = listings.chat_overview(chat_id)
+    return overview.last_id if overview else None

@@ -7,7 +7,7 @@ from django.core.management import call_command
 
 from redisparts_app.connection import get_redis
 from redisparts_app.keys import make_key
-from redisparts_app.services import chat, config, figures, listings, logs, registry, stats
+from redisparts_app.services import chat, config, figures, files, listings, logs, registry, stats
 from redisparts_app.services.autocomplete import AddressBook, books_of
 from redisparts_app.services.locks import Lock, held_locks
 from redisparts_app.services.semaphores import Semaphore, semaphore_names
@@ -22,7 +22,8 @@ def zadd_calls(client) -> int:
     return client.info("commandstats").get("cmdstat_zadd", {}).get("calls", 0)
 
 
-def test_each_component_registers_the_names_it_uses(redis_client):
+def test_each_component_registers_the_names_it_uses(redis_client, tmp_path):
+    files.copy_logs_to_redis(tmp_path, "nightly", processors=1, limit=1)  # awaits processor 0
     Lock("door", ttl=30).acquire()
     Semaphore("slots", limit=2).acquire()
     chat.create_chat("ann", ["bob"], "hello", chat_id="c1")
@@ -34,24 +35,29 @@ def test_each_component_registers_the_names_it_uses(redis_client):
     assert {c: registry.names(c) for c in registry.COMPONENTS} == {
         "lock": ["door"],
         "semaphore": ["slots"],
-        "chat": ["c1"],
+        "chat": ["c1", "nightly"],
         "queue": ["mail"],
         "ac": ["knights"],
         "config": ["logs:web"],
         "log": ["web"],
         "stats": ["home:time"],
+        "files": ["nightly"],
     }
     assert [lock.name for lock in held_locks()] == ["door"]
     assert semaphore_names() == ["slots"]
     assert queue_groups() == ["mail"]
     assert figures.inventory() == {
-        "queue": {"mail"}, "lock": {"door"}, "semaphore": {"slots"}, "chat": {"c1"}
+        "queue": {"mail"}, "lock": {"door"}, "semaphore": {"slots"}, "chat": {"c1", "nightly"}
     }  # fmt: skip
     assert listings.config_page().items == [("logs", "web")]
     assert listings.log_page().items == ["web"]
     assert listings.stats_entries() == [("home", "time")]
     assert listings.guild_page().items == ["knights"]
     assert books_of("ann") == ["knights"]
+    assert files.channels() == ["nightly"]
+    files.process_logs_from_redis("nightly", "0", print)  # the last one out ends it
+    assert files.channels() == []
+    assert "nightly" not in registry.names("files")
 
 
 @pytest.mark.single_server  # counted with INFO commandstats of the one server

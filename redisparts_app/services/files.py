@@ -63,12 +63,21 @@ from ..exceptions import (
 )
 from ..keys import component_pattern, make_key, scan_keys, validate_key_part
 from ..validation import check_count
-from .chat import chat_members, create_chat, fetch_chat_messages, leave_chat, send_message
+from . import registry
+from .chat import (
+    chat_keys,
+    chat_members,
+    create_chat,
+    fetch_chat_messages,
+    leave_chat,
+    send_message,
+)
 
 __all__ = [
     "FileInfo",
     "ProcessReport",
     "UploadReport",
+    "channels",
     "copy_logs_to_redis",
     "decompress",
     "delete_channel",
@@ -172,6 +181,7 @@ def copy_logs_to_redis(
     chunk_size = check_count(chunk_size or app_settings.FILES_CHUNK_SIZE, "chunk size")
     files = _list_files(Path(folder), limit)
     create_chat(SOURCE, _processor_ids(processors), START, chat_id=channel, client=client)
+    registry.note(COMPONENT, channel, client=client)
     report = UploadReport()
     held: deque[tuple[str, int]] = deque()  # (done key, bytes) of files still in Redis
 
@@ -205,7 +215,7 @@ def copy_logs_to_redis(
         # channel vanish and stop with an error.
         delete_channel(channel, client=client)
         raise
-    leave_chat(channel, SOURCE, client=client)
+    _leave(channel, SOURCE, client)
     return report
 
 
@@ -256,7 +266,7 @@ def process_logs_from_redis(
             if message.sender != SOURCE or message.text == START:
                 continue
             if message.text == DONE:
-                leave_chat(channel, processor_id, client=client)
+                _leave(channel, processor_id, client)
                 return report
             info = FileInfo.decode(message.text)
             done_key, chunk_keys = file_keys(channel, info.number, info.chunks)
@@ -370,6 +380,16 @@ def split_lines(blocks: Iterable[bytes]) -> Iterator[bytes]:
         yield b"".join(partial)
 
 
+def channels(*, client: Client | None = None) -> list[str]:
+    """Return the channels whose distribution is under way (their chat exists), sorted.
+
+    The candidates are the files registry's names (``services.registry``), never a SCAN.
+    """
+    return registry.existing(
+        COMPONENT, lambda channel: chat_keys(channel)["members"], client=client
+    )
+
+
 def delete_channel(channel: str, *, client: Client | None = None) -> int:
     """Delete a channel's files and chat (after an aborted upload); return keys deleted."""
     client = resolve_client(client)
@@ -381,13 +401,20 @@ def delete_channel(channel: str, *, client: Client | None = None) -> int:
     try:
         members = chat_members(channel, client=client)
     except ChatNotFound:
-        return deleted
+        members = {}
     for member in members:
         try:
             leave_chat(channel, member, client=client)
         except ChatNotFound:
             break
+    registry.forget(COMPONENT, channel, client=client)
     return deleted
+
+
+def _leave(channel: str, member: str, client: Client) -> None:
+    # The last one out deletes the chat: the distribution is over.
+    if leave_chat(channel, member, client=client) == 0:
+        registry.forget(COMPONENT, channel, client=client)
 
 
 def _list_files(folder: Path, limit: int) -> list[tuple[Path, int]]:

@@ -4,7 +4,7 @@ a scrape walks the keyspace with SCAN.
 Import: ``from redisparts_app.services import registry``.
 
 Key (one per component; ``<component>`` is ``lock``, ``semaphore``, ``chat``, ``queue``,
-``ac``, ``config``, ``log`` or ``stats``)::
+``ac``, ``config``, ``log``, ``stats`` or ``files``)::
 
     rp:registry:{<component>}:names   zset: name -> when a process last noted it (Unix s)
 
@@ -61,7 +61,7 @@ __all__ = [
     "registry_key",
 ]
 
-COMPONENTS = ("lock", "semaphore", "chat", "queue", "ac", "config", "log", "stats")
+COMPONENTS = ("lock", "semaphore", "chat", "queue", "ac", "config", "log", "stats", "files")
 NOTE_INTERVAL = 60.0
 # Entries of the note cache before it is cleared (names that are used once, like per-order
 # lock names, would otherwise grow it without end).
@@ -179,6 +179,7 @@ _SHAPES = {
     "lock": r"\{([^{}]+)\}:owner",
     "semaphore": r"\{([^{}]+)\}:holders",
     "chat": r"\{([^{}]+)\}:members",
+    "files": r"\{([^{}]+)#\d+\}:chunk:0",
     "queue": r"\{([^{}]+)\}:queues",
     "ac": r"\{([^{}]+)\}:names",
     "config": r"\{([^{}]+)\}:([^:{}]+)",

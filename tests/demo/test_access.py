@@ -250,6 +250,7 @@ ACCESS: dict[str, Entry] = {
         f"{RP}/semaphores/idle/release/", {"holder": "0" * 32}
     ),
     "admin/redisparts_app/redisparts/chats/": staff_page(f"{RP}/chats/"),
+    "admin/redisparts_app/redisparts/files/": staff_page(f"{RP}/files/"),
     "admin/redisparts_app/redisparts/market/": staff_page(f"{RP}/market/?user=alice"),
     "admin/redisparts_app/redisparts/mail/": staff_page(f"{RP}/mail/?user=alice"),
     "admin/redisparts_app/redisparts/presence/": staff_page(f"{RP}/presence/?user=alice"),
