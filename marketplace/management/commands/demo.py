@@ -18,10 +18,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import redis
 from django.conf import settings
@@ -66,6 +67,8 @@ class Command(BaseCommand):
         if not 0 < port < 65536:
             raise CommandError(f"--port must be between 1 and 65535, got {port}", returncode=2)
         _check_port_free(host, port)
+        # Each line out at once: the children's lines are copied in between (_relay).
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
         self.stop = StopRequest()
         self.stop.install()
         embedded = self._start_embedded()
@@ -268,20 +271,33 @@ class ChildGroup:
     def __init__(self) -> None:
         self.children: list[Child] = []
         self.pgid: int | None = None
+        self.relays: list[threading.Thread] = []
 
     def start(self, child: Child) -> None:
-        """Start ``child`` in the group; the first child founds it."""
+        """Start ``child`` in the group (the first child founds it), its output relayed.
+
+        The children write to a pipe this runner copies to its own stdout, never to the
+        terminal itself: once the terminal is closed a write there fails, and a child
+        stopping would die on its last line.
+        """
+        options: dict[str, Any] = {
+            "stdin": subprocess.DEVNULL,
+            "stdout": subprocess.PIPE,
+            "stderr": subprocess.STDOUT,
+            "env": {**os.environ, "PYTHONUNBUFFERED": "1"},  # lines as they come
+        }
         command = [sys.executable, MANAGE, *child.argv]
         process = None
         if self.pgid is not None:
             # OSError: every member of the group had exited; this child founds a new one.
             with contextlib.suppress(OSError):
-                process = subprocess.Popen(
-                    command, stdin=subprocess.DEVNULL, process_group=self.pgid
-                )
+                process = subprocess.Popen(command, process_group=self.pgid, **options)
         if process is None:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, process_group=0)
+            process = subprocess.Popen(command, process_group=0, **options)
             self.pgid = process.pid
+        relay = threading.Thread(target=_relay, args=(process.stdout,), daemon=True)
+        relay.start()
+        self.relays.append(relay)
         child.process, child.restart_at = process, None
         if child not in self.children:
             self.children.append(child)
@@ -320,6 +336,8 @@ class ChildGroup:
                 os.killpg(self.pgid, signal.SIGKILL)
         for process in running:
             process.wait()
+        for relay in self.relays:
+            relay.join(timeout=2.0)  # the last lines of the children
 
 
 def _check_port_free(host: str, port: int) -> None:
@@ -332,6 +350,17 @@ def _check_port_free(host: str, port: int) -> None:
             f"cannot serve on {host}:{port} ({exc.strerror}); choose another with --port",
             returncode=2,
         ) from exc
+
+
+def _relay(pipe: IO[bytes]) -> None:
+    """Copy a child's output to this runner's stdout until the child closes it."""
+    for line in pipe:
+        try:
+            sys.stdout.buffer.write(line)
+            sys.stdout.buffer.flush()
+        except OSError:
+            pass  # no terminal any more: keep reading so the child never blocks
+    pipe.close()
 
 
 def _exit_described(returncode: int) -> str:
