@@ -178,7 +178,10 @@ class Command(BaseCommand):
             if embedded.detach():
                 self._say(f"Stopped redis-server ({embedded.socket}); its data is kept.")
             else:
-                self._say(f"Left redis-server ({embedded.socket}) running for its other users.")
+                self._say(
+                    f"Left redis-server ({embedded.socket}) running: another demo uses it, "
+                    "or it was started apart from the demos."
+                )
 
     def _say(self, text: str) -> None:
         """Write a line while stopping; a terminal that went away is no error."""
