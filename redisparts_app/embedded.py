@@ -12,6 +12,12 @@ The server listens on ``<DATA_DIR>/redis.sock`` only (no TCP port), runs with
 AOF on, and detaches from the process that started it, so the web server,
 the worker and the scheduler share one server; a file lock makes concurrent
 starts end with exactly one server. ``stop()`` shuts it down cleanly.
+
+Runners that start the server for their own lifetime (the demo's ``manage.py demo``)
+share it with ``attach()`` and ``detach()``: each attached runner holds a shared lock on
+``<DATA_DIR>/.runners`` until it detaches or dies, and the server is stopped by the last
+runner to detach, and only when a runner started it (``<DATA_DIR>/runner-started``):
+a server started otherwise (``rp_embedded start``) keeps running.
 """
 
 import fcntl
@@ -26,7 +32,7 @@ from contextlib import contextmanager
 from functools import cache
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, cast
+from typing import IO, Any, cast
 
 import redis
 
@@ -45,6 +51,9 @@ APPENDFSYNC_CHOICES = ("always", "everysec", "no")
 # AF_UNIX paths are limited to 108 bytes including the terminating NUL.
 MAX_SOCKET_PATH = 107
 START_TIMEOUT = 15.0
+# Data folders whose server this process started (the demo's runner starts it when Django
+# starts, through AUTOSTART, and must still know it as its own).
+_started_here: set[Path] = set()
 
 
 # --- the redis-server binary (also used by redisparts_app.testing) ---------------------------
@@ -134,6 +143,9 @@ class EmbeddedRedis:
         self.pidfile = self.data_dir / "redis.pid"
         self.logfile = self.data_dir / "redis.log"
         self.lockfile = self.data_dir / ".lock"
+        self.runnersfile = self.data_dir / ".runners"
+        self.ownedfile = self.data_dir / "runner-started"
+        self._runner_handle: IO[str] | None = None
 
     @classmethod
     def from_settings(cls) -> "EmbeddedRedis":
@@ -170,69 +182,117 @@ class EmbeddedRedis:
         Raise ServerBinaryNotFound without a binary and EmbeddedServerError when
         the server does not come up within START_TIMEOUT seconds.
         """
+        binary = self._binary()
+        with self._locked():
+            return self._start(binary)
+
+    def _binary(self) -> Path:
+        """The redis-server to run, once the socket path is known to fit."""
         if len(str(self.socket).encode()) > MAX_SOCKET_PATH:
             raise EmbeddedServerError(
                 f"socket path {self.socket} is longer than {MAX_SOCKET_PATH} bytes; "
                 "use a shorter data folder (REDISPARTS_DATA_DIR)"
             )
-        binary = find_redis_server()
-        with self._locked():
-            if self.is_running():
-                return False
-            self.socket.unlink(missing_ok=True)
-            args = [
-                str(binary),
-                "--port", "0",
-                "--unixsocket", str(self.socket),
-                "--unixsocketperm", "700",
-                "--daemonize", "yes",
-                "--pidfile", str(self.pidfile),
-                "--logfile", str(self.logfile),
-                "--dir", str(self.data_dir),
-                "--appendonly", "yes",
-                "--appendfsync", self.appendfsync,
-                "--save", "",
-            ]  # fmt: skip
-            completed = subprocess.run(args, capture_output=True, text=True, check=False)
-            if completed.returncode != 0:
+        return find_redis_server()
+
+    def _start(self, binary: Path) -> bool:
+        """Start the server unless one answers; the caller holds the file lock."""
+        if self.is_running():
+            return False
+        self.socket.unlink(missing_ok=True)
+        args = [
+            str(binary),
+            "--port", "0",
+            "--unixsocket", str(self.socket),
+            "--unixsocketperm", "700",
+            "--daemonize", "yes",
+            "--pidfile", str(self.pidfile),
+            "--logfile", str(self.logfile),
+            "--dir", str(self.data_dir),
+            "--appendonly", "yes",
+            "--appendfsync", self.appendfsync,
+            "--save", "",
+        ]  # fmt: skip
+        completed = subprocess.run(args, capture_output=True, text=True, check=False)
+        if completed.returncode != 0:
+            raise EmbeddedServerError(
+                f"{binary} exited with {completed.returncode}: "
+                f"{(completed.stderr or completed.stdout).strip()} (log: {self.logfile})"
+            )
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self.is_running():
+            if time.monotonic() > deadline:
                 raise EmbeddedServerError(
-                    f"{binary} exited with {completed.returncode}: "
-                    f"{(completed.stderr or completed.stdout).strip()} (log: {self.logfile})"
+                    f"redis-server did not answer on {self.socket} within "
+                    f"{START_TIMEOUT:g}s; last log lines:\n{self._log_tail()}"
                 )
-            deadline = time.monotonic() + START_TIMEOUT
-            while not self.is_running():
-                if time.monotonic() > deadline:
-                    raise EmbeddedServerError(
-                        f"redis-server did not answer on {self.socket} within "
-                        f"{START_TIMEOUT:g}s; last log lines:\n{self._log_tail()}"
-                    )
-                time.sleep(0.02)
-            return True
+            time.sleep(0.02)
+        _started_here.add(self.data_dir)
+        return True
 
     def stop(self, timeout: float = 15.0) -> bool:
         """Shut the server down (flushing its AOF); return True if one was running."""
         with self._locked():
-            pid = self._pid()
-            if not self.is_running():
-                self.pidfile.unlink(missing_ok=True)
-                return False
-            try:
-                with self._client(timeout=timeout) as client:
-                    client.execute_command("SHUTDOWN")
-            except (redis.ConnectionError, redis.TimeoutError):
-                pass  # the server closes the connection as it exits
-            except redis.ResponseError:
-                if pid:
-                    os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + timeout
-            while _alive(pid) if pid else self.is_running():
-                if time.monotonic() > deadline:
-                    raise EmbeddedServerError(
-                        f"redis-server (pid {pid}) still runs after {timeout:g}s"
-                    )
-                time.sleep(0.02)
-            self.socket.unlink(missing_ok=True)
-            return True
+            self.ownedfile.unlink(missing_ok=True)
+            return self._stop(timeout)
+
+    def _stop(self, timeout: float) -> bool:
+        """Shut the server down; the caller holds the file lock."""
+        pid = self._pid()
+        if not self.is_running():
+            self.pidfile.unlink(missing_ok=True)
+            return False
+        try:
+            with self._client(timeout=timeout) as client:
+                client.execute_command("SHUTDOWN")
+        except (redis.ConnectionError, redis.TimeoutError):
+            pass  # the server closes the connection as it exits
+        except redis.ResponseError:
+            if pid:
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) if pid else self.is_running():
+            if time.monotonic() > deadline:
+                raise EmbeddedServerError(f"redis-server (pid {pid}) still runs after {timeout:g}s")
+            time.sleep(0.02)
+        self.socket.unlink(missing_ok=True)
+        _started_here.discard(self.data_dir)
+        return True
+
+    def attach(self) -> bool:
+        """Start the server if needed and hold it for this runner until ``detach()``.
+
+        Return True if this process started the server (now, or when Django started).
+        Raise as ``start()`` does.
+        """
+        binary = self._binary()
+        with self._locked():
+            started = self._start(binary) or self.data_dir in _started_here
+            if started:
+                self.ownedfile.write_text(f"{os.getpid()}\n")
+            handle = open(self.runnersfile, "a")  # noqa: SIM115 (held until detach)
+            fcntl.flock(handle, fcntl.LOCK_SH)
+            self._runner_handle = handle
+        return started
+
+    def detach(self, timeout: float = 15.0) -> bool:
+        """Let go of the server; stop it if no other runner holds it and a runner started it.
+
+        Return True if this call stopped it.
+        """
+        with self._locked():
+            if self._runner_handle is not None:
+                self._runner_handle.close()  # releases this runner's shared lock
+                self._runner_handle = None
+            with open(self.runnersfile, "a") as probe:
+                try:
+                    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return False  # another runner still uses it
+            if not self.ownedfile.exists():
+                return False  # started by hand (rp_embedded start): left running
+            self.ownedfile.unlink()
+            return self._stop(timeout)
 
     def status(self) -> dict[str, Any]:
         """Describe the server: running, pid, socket, version, AOF state, memory."""

@@ -137,6 +137,16 @@ def test_dashboard_and_queues_show_lengths_and_age(admin_client):
     assert "[2]" in peek
 
 
+def test_queues_page_lists_the_workers_that_beat(admin_client):
+    page = admin_client.get(url("admin:redisparts_queues")).content.decode()
+    assert "No worker is running." in page
+    TaskQueue().beat("host-4242-a1b2c3", [], 30)
+    page = admin_client.get(url("admin:redisparts_queues")).content.decode()
+    row = re.search(r">host-4242-a1b2c3</td><td>([\d.]+) s ago</td>", page)
+    assert row
+    assert float(row.group(1)) < 30
+
+
 def test_task_lists_show_failed_with_error_and_detail_shows_traceback(admin_client):
     [task_id] = failed_tasks(1)
     page = admin_client.get(url("admin:redisparts_tasks") + "?kind=failed").content.decode()

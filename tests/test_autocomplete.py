@@ -535,7 +535,7 @@ def test_command_loads_a_file_and_answers_a_query(tmp_path, capsys):
     assert len(AddressBook("knights")) == 4
     assert "Loaded 4 names" in capsys.readouterr().out
     call_command("rp_autocomplete", "knights", "--query", "LEE", "--json", "--method", "book")
-    assert json.loads(capsys.readouterr().out) == ["Anna Lee"]
+    assert json.loads(capsys.readouterr().out) == {"completions": ["Anna Lee"]}
 
 
 def test_command_refuses_a_file_with_bad_lines_and_loads_nothing(tmp_path, redis_client):

@@ -148,3 +148,68 @@ def test_data_dir_files(embedded):
         # Redis 7 and Valkey keep a multi-part AOF in appenddirname (default appendonlydir):
         # a base file, incremental files and the manifest that lists them.
         assert (data_dir / "appendonlydir" / "appendonly.aof.manifest").is_file()
+
+
+# A runner in its own process: attach, say whether it started the server, detach on a line.
+RUNNER = """
+import sys
+from redisparts_app.embedded import EmbeddedRedis
+server = EmbeddedRedis(sys.argv[1])
+print("started" if server.attach() else "shared", flush=True)
+sys.stdin.readline()
+print("stopped" if server.detach() else "left", flush=True)
+"""
+
+
+class _Runner:
+    def __init__(self, data_dir: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", RUNNER, str(data_dir)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.attached = self.process.stdout.readline().strip()
+
+    def detach(self) -> str:
+        said, _ = self.process.communicate("\n", timeout=30)
+        return said.strip()
+
+
+def test_the_last_runner_to_detach_stops_the_server_a_runner_started(embedded):
+    first = _Runner(embedded.data_dir)
+    second = _Runner(embedded.data_dir)
+    assert (first.attached, second.attached) == ("started", "shared")
+    pid = embedded.status()["pid"]
+    # The one that started it leaves first: the other still uses the server.
+    assert first.detach() == "left"
+    assert embedded.is_running()
+    third = _Runner(embedded.data_dir)
+    assert third.attached == "shared"
+    assert second.detach() == "left"
+    assert embedded.is_running()
+    assert third.detach() == "stopped"
+    assert not _alive(pid)
+
+
+def test_a_runner_leaves_a_server_started_by_hand_running(embedded):
+    subprocess.run(
+        [sys.executable, "-c", f"from redisparts_app.embedded import EmbeddedRedis; "
+         f"EmbeddedRedis({str(embedded.data_dir)!r}).start()"],
+        check=True,
+    )  # fmt: skip
+    runner = _Runner(embedded.data_dir)
+    assert runner.attached == "shared"
+    assert runner.detach() == "left"
+    assert embedded.is_running()
+
+
+def test_a_runner_killed_before_detaching_leaves_the_stop_to_the_next_one(embedded):
+    killed = _Runner(embedded.data_dir)
+    assert killed.attached == "started"
+    killed.process.kill()
+    killed.process.wait()
+    next_runner = _Runner(embedded.data_dir)
+    assert next_runner.attached == "shared"
+    assert next_runner.detach() == "stopped"
+    assert not embedded.is_running()

@@ -1,11 +1,10 @@
 """Forms of the Redis parts admin; values are checked here and again by the services."""
 
-import json
-
 from django import forms
 
-from ..exceptions import InvalidKeyPart
+from ..exceptions import InvalidArgument, InvalidKeyPart
 from ..keys import validate_key_part
+from ..services import config
 from ..services.autocomplete import validate_prefix
 
 __all__ = [
@@ -40,22 +39,12 @@ class ConfigForm(forms.Form):
         return _key_part(self.cleaned_data["name"], "component name")
 
     def clean_value(self) -> dict | None:
-        text = self.cleaned_data["value"].strip()
         if self.data.get("delete"):
             return None
-        if not text:
-            raise forms.ValidationError("Enter a JSON object, e.g. {}.")
         try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc}") from exc
-        except RecursionError as exc:
-            raise forms.ValidationError("Nested too deeply to store.") from exc
-        if not isinstance(value, dict):
-            raise forms.ValidationError(
-                f"The configuration must be a JSON object, not {type(value).__name__}."
-            )
-        return value
+            return config.parse_config(self.cleaned_data["value"])
+        except InvalidArgument as exc:
+            raise forms.ValidationError(exc.reason[:1].upper() + exc.reason[1:] + ".") from exc
 
 
 class MaintenanceForm(forms.Form):

@@ -64,6 +64,7 @@ __all__ = [
     "is_under_maintenance",
     "maintenance_key",
     "maintenance_status",
+    "parse_config",
     "redis_connection",
     "set_config",
     "set_maintenance",
@@ -221,6 +222,29 @@ def _encode_config(config: Any) -> str:
             f"is {size} bytes of JSON; the limit is {limit} (REDISPARTS['CONFIG_MAX_BYTES'])",
         )
     return text
+
+
+def parse_config(text: str) -> dict[str, Any]:
+    """Return the configuration a person typed as JSON text (the admin, rp_config).
+
+    Raise InvalidArgument saying what is wrong: empty, not JSON, nested too deeply for
+    the parser, or not a JSON object.
+    """
+    text = text.strip()
+    if not text:
+        reason = "enter a JSON object, e.g. {}"
+    else:
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            reason = f"not valid JSON: {exc}"
+        except RecursionError:
+            reason = "nested too deeply to store"
+        else:
+            if isinstance(value, dict):
+                return value
+            reason = f"the configuration must be a JSON object, not {type(value).__name__}"
+    raise InvalidArgument("configuration", text, reason, show_value=False)
 
 
 def set_config(

@@ -41,16 +41,9 @@ def _command_line(pid: int) -> str:
 def test_demo_serves_the_landing_page_and_ctrl_c_stops_every_process(tmp_path):
     port = free_port()
     outbox = tmp_path / "outbox"
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
-    env.update(
-        DJANGO_SETTINGS_MODULE="marketplace.settings",
-        REDISPARTS_DATA_DIR=str(tmp_path / "redis"),
-        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        DJANGO_EMAIL_FILE_PATH=str(outbox),
-    )
     demo = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "demo", "--port", str(port)],
-        env=env,
+        demo_command(port),
+        env=demo_env(tmp_path),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -90,6 +83,22 @@ def test_demo_serves_the_landing_page_and_ctrl_c_stops_every_process(tmp_path):
     assert not _alive(redis_pid)
     assert not any(_alive(pid) for pid in child_pids)
     assert "alice    alice-demo" in output
+
+
+def demo_command(port: int) -> list[str]:
+    return [sys.executable, str(ROOT / "manage.py"), "demo", "--port", str(port)]
+
+
+def demo_env(folder: Path) -> dict[str, str]:
+    """The environment of a demo keeping its Redis, database and outbox in ``folder``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    env.update(
+        DJANGO_SETTINGS_MODULE="marketplace.settings",
+        REDISPARTS_DATA_DIR=str(folder / "redis"),
+        DATABASE_URL=f"sqlite:///{folder / 'db.sqlite3'}",
+        DJANGO_EMAIL_FILE_PATH=str(folder / "outbox"),
+    )
+    return env
 
 
 def _buy_as_bob(base: str) -> None:

@@ -67,8 +67,23 @@ def task_queue(group: str | None) -> TaskQueue:
 
 def queues(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpResponse:
     groups = figures.queue_figures()
-    context = {"title": "Task queues", "groups": groups}
+    context = {"title": "Task queues", "groups": groups, "workers": _workers(groups)}
     return model_admin.render(request, "queues.html", context, live=True)
+
+
+def _workers(groups: list[figures.GroupFigures]) -> list[dict[str, object]]:
+    """The workers whose heartbeat each group holds, with the seconds since their last beat.
+
+    A worker that died stays listed, its beat growing old, until the reaper forgets it.
+    """
+    rows: list[dict[str, object]] = []
+    for group in groups:
+        queue = TaskQueue(group.group)
+        seconds, micros = queue.client.time()
+        now = seconds + micros / 1e6  # the server's clock, which the beats use
+        for worker, beat in sorted(queue.workers().items()):
+            rows.append({"group": group.group, "worker": worker, "age": max(0.0, now - beat)})
+    return rows
 
 
 def peek(

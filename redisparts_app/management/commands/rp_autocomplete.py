@@ -66,18 +66,26 @@ class Command(RedisCommand):
             validate_prefix(query)
             validate_limit(limit, 1)
         book.client.ping()
+        # With --json: one object holding what each action asked for did.
+        done: dict[str, Any] = {}
         if names:
-            self._load(book, names, opts["verbosity"])
+            done["loaded"], done["new"] = len(names), self._load(book, names, opts["verbosity"])
+            if not as_json:
+                self.stdout.write(
+                    self.style.SUCCESS(
+                        f"Loaded {len(names)} names into {book.guild!r} ({done['new']} new)."
+                    )
+                )
         if purge_sentinels is not None:
-            purged = book.purge_sentinels(older_than=purge_sentinels)
-            self.stdout.write(f"Purged {purged} sentinel(s).")
+            done["purged"] = book.purge_sentinels(older_than=purge_sentinels)
+            if not as_json:
+                self.stdout.write(f"Purged {done['purged']} sentinel(s).")
         if query is not None:
-            found = book.complete(query, limit)
-            if as_json:
-                self.report(found, as_json=True)
-            else:
-                for name in found:
+            done["completions"] = book.complete(query, limit)
+            if not as_json:
+                for name in done["completions"]:
                     self.stdout.write(name)
+        self.report(done, as_json=as_json)
 
     def _read_names(self, path: Path) -> list[str]:
         """Return the validated names of ``path``; blank lines are skipped."""
@@ -101,7 +109,8 @@ class Command(RedisCommand):
             raise CommandError(f"{path}: nothing loaded\n{shown}{more}", returncode=2)
         return names
 
-    def _load(self, book: AddressBook, names: list[str], verbosity: int) -> None:
+    def _load(self, book: AddressBook, names: list[str], verbosity: int) -> int:
+        """Join ``names`` a batch at a time; return how many were new."""
         added = 0
         done = 0
         bar = progress_bar(total=len(names), unit="name", disable=verbosity < 1, stream=self.stderr)
@@ -117,6 +126,4 @@ class Command(RedisCommand):
             ) from None
         finally:
             bar.close()
-        self.stdout.write(
-            self.style.SUCCESS(f"Loaded {len(names)} names into {book.guild!r} ({added} new).")
-        )
+        return added

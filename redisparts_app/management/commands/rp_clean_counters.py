@@ -21,6 +21,7 @@ class Command(RedisCommand):
         "Trim every counter to REDISPARTS['COUNTER_SAMPLES'] samples per precision and "
         "forget empty counters, once (--once) or every --interval seconds until stopped."
     )
+    reports = True
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -32,7 +33,13 @@ class Command(RedisCommand):
         parser.add_argument("--once", action="store_true", help="run one pass and exit")
 
     def handle(
-        self, *args: Any, interval: float, once: bool, verbosity: int, **options: Any
+        self,
+        *args: Any,
+        interval: float,
+        once: bool,
+        verbosity: int,
+        as_json: bool,
+        **options: Any,
     ) -> None:
         if not interval > 0:
             raise CommandError(
@@ -46,12 +53,17 @@ class Command(RedisCommand):
         # Signal handlers can only be set from the main thread.
         in_main = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set()) if in_main else None
+        # With --json: the totals of every pass, once stopped.
+        totals = {"passes": 0, "checked": 0, "trimmed": 0, "forgotten": 0}
         try:
             pass_number = 0
             while True:
                 started = time.monotonic()
                 report = self._pass(client, pass_number, interval, verbosity)
-                if verbosity >= 1:
+                totals["passes"] += 1
+                for name in ("checked", "trimmed", "forgotten"):
+                    totals[name] += getattr(report, name)
+                if verbosity >= 1 and not as_json:
                     self.stdout.write(
                         f"Pass {pass_number}: checked {report.checked}, trimmed "
                         f"{report.trimmed} samples, forgot {report.forgotten} counters."
@@ -60,10 +72,12 @@ class Command(RedisCommand):
                 if once or stop.wait(max(0.0, interval - (time.monotonic() - started))):
                     break
         except KeyboardInterrupt:  # a stop request like SIGTERM, not a failure
-            self.stdout.write("Interrupted; stopping.")
+            if not as_json:
+                self.stdout.write("Interrupted; stopping.")
         finally:
             if in_main:
                 signal.signal(signal.SIGTERM, previous)
+        self.report(totals, as_json=as_json)
 
     def _pass(self, client: Any, pass_number: int, interval: float, verbosity: int) -> CleanReport:
         with progress_bar(

@@ -27,10 +27,14 @@ class Command(RedisCommand):
             if action == "start":
                 started = server.start()
                 verb = "Started" if started else "Already running:"
-                self.stdout.write(self.style.SUCCESS(f"{verb} redis-server at {server.url}"))
+                text = f"{verb} redis-server at {server.url}"
+                self.report({"started": started, "url": server.url}, as_json=as_json, text=text)
             elif action == "stop":
                 stopped = server.stop()
-                self.stdout.write("Stopped." if stopped else "Not running.")
+                if as_json:
+                    self.report({"stopped": stopped, "socket": str(server.socket)}, as_json=True)
+                else:
+                    self.stdout.write("Stopped." if stopped else "Not running.")
             else:
                 self._status(server, as_json=as_json)
         except RedisPartsError as exc:  # the server could not be found, started or reached

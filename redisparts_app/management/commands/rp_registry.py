@@ -34,4 +34,4 @@ class Command(RedisCommand):
         else:
             counts = {c: len(registry.names(c, client=client)) for c in registry.COMPONENTS}
         text = "\n".join(f"{component:>10}: {count}" for component, count in counts.items())
-        self.report(counts, as_json=as_json, text=text)
+        self.report(counts, as_json=as_json, text=text if verbosity >= 1 else None)

@@ -14,6 +14,7 @@ class Command(RedisCommand):
         "Move due delayed tasks and retries to their queues and requeue tasks whose worker "
         "died, until SIGTERM or Ctrl-C; several schedulers may run at once."
     )
+    reports = True
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--group", help="queue group (default: REDISPARTS['QUEUE_GROUP'])")
@@ -37,6 +38,7 @@ class Command(RedisCommand):
         once: Any,
         reap: Any,
         verbosity: Any,
+        as_json: bool,
         **options: Any,
     ) -> None:
         try:
@@ -45,10 +47,13 @@ class Command(RedisCommand):
             raise CommandError(str(exc), returncode=2) from exc
         _log_to_stderr(verbosity)
         moved = scheduler.run(burst=once)
-        if verbosity >= 1:
-            self.stdout.write(
-                self.style.SUCCESS(
-                    f"Moved {moved} delayed task(s); requeued {scheduler.requeued}, "
-                    f"quarantined {scheduler.quarantined}."
-                )
-            )
+        figures = {
+            "moved": moved,
+            "requeued": scheduler.requeued,
+            "quarantined": scheduler.quarantined,
+        }
+        text = (
+            f"Moved {moved} delayed task(s); requeued {scheduler.requeued}, "
+            f"quarantined {scheduler.quarantined}."
+        )
+        self.report(figures, as_json=as_json, text=text if verbosity >= 1 else None)

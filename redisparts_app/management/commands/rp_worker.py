@@ -11,6 +11,9 @@ from redisparts_app.management.progress import progress_bar
 from redisparts_app.services.tasks import Worker
 from redisparts_app.services.tasks.worker import logger
 
+# How a task ended, as Worker.on_finished names it.
+OUTCOMES = ("done", "retry", "fail", "lost")
+
 
 class Command(RedisCommand):
     help = (
@@ -18,6 +21,7 @@ class Command(RedisCommand):
         "Ctrl-C (running tasks finish, unstarted ones go back; a second signal stops at "
         "once); waits and retries while Redis is unreachable."
     )
+    reports = True
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -80,6 +84,7 @@ class Command(RedisCommand):
         lease: Any,
         modules: Any,
         verbosity: Any,
+        as_json: bool,
         **opts: Any,
     ) -> None:
         if max_tasks is not None and max_tasks < 1:
@@ -113,10 +118,16 @@ class Command(RedisCommand):
             desc="tasks",
             disable=None if verbosity >= 1 else True,  # None: only on a terminal
         ) as bar:
-            worker.on_finished = lambda _outcome: bar.update()
+            outcomes = dict.fromkeys(OUTCOMES, 0)
+
+            def finished(outcome: str) -> None:
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                bar.update()
+
+            worker.on_finished = finished
             done = worker.run(burst=burst, max_tasks=max_tasks)
-        if verbosity >= 1:
-            self.stdout.write(self.style.SUCCESS(f"Ran {done} task(s)."))
+        text = f"Ran {done} task(s)." if verbosity >= 1 else None
+        self.report({"tasks": done, **outcomes}, as_json=as_json, text=text)
 
 
 def _log_to_stderr(verbosity: int) -> None:
