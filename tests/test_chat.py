@@ -261,6 +261,20 @@ def test_history_age_limit_drops_old_messages_and_quiet_histories(redis_client):
     assert texts(read_history(chat, "bob")) == ["day 5", "later"]
 
 
+@override_settings(REDISPARTS={"CHAT_HISTORY_DAYS": 1})
+def test_history_age_limit_removes_at_most_100_per_send(redis_client):
+    chat = create_chat("ann", ["bob"], "m1", clock=lambda: 0.0)
+    for n in range(2, 151):
+        send_message(chat, "ann", f"m{n}", clock=lambda: 0.0)
+    history = chat_keys(chat)["history"]
+    sizes = []
+    for n in range(151, 154):
+        send_message(chat, "ann", f"m{n}", clock=lambda: 2 * 86400.0)
+        sizes.append(redis_client.zcard(history))
+    assert sizes == [51, 2, 3]
+    assert history_ids(chat, "bob") == [151, 152, 153]
+
+
 def test_history_pages_by_id_without_gaps_or_repeats(redis_client):
     rng = random.Random(5)
     chat = create_chat("ann", ["bob", "cat"], "m1")

@@ -37,8 +37,9 @@ local STEP = 100
 local drop = math.min(math.max(redis.call('zcard', KEYS[4]) - keep, 0), STEP)
 if keep > 0 and age > 0 then
   local cutoff = ts(ARGV[2]) - age
-  for _, old in ipairs(redis.call('zrange', KEYS[4], drop, STEP - 1)) do
-    local time = ts(old)
+  while drop < STEP do  -- one message at a time: usually the first is young enough
+    local oldest = redis.call('zrange', KEYS[4], drop, drop)[1]
+    local time = oldest and ts(oldest)
     if not time or time >= cutoff then break end
     drop = drop + 1
   end

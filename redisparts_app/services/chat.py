@@ -296,7 +296,7 @@ def read_messages(
 ) -> list[ChatMessage]:
     """Return the pending messages (those some member has not fetched) after id
     ``after``, oldest first, without moving ``user``'s position (to resume a display
-    from a message id)."""
+    from a message id). A member who joined a running chat gets none from before."""
     if after != 0:
         after = validate_message_id(after)
     limit = _fetch_limit() if limit is None else check_count(limit, "limit")
