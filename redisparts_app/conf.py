@@ -50,6 +50,10 @@ DEFAULTS: dict[str, Any] = {
     "CHAT_MAX_MESSAGE_LENGTH": 4000,
     # Group chat: most messages one fetch takes from one chat (the rest wait for the next).
     "CHAT_FETCH_LIMIT": 1000,
+    # Group chat history: the last messages kept per chat, whoever has fetched them
+    # (0 keeps none), and the days a message stays in it (0: no age limit).
+    "CHAT_HISTORY_LENGTH": 1000,
+    "CHAT_HISTORY_DAYS": 0,
     # File distribution: largest chunk key, in bytes.
     "FILES_CHUNK_SIZE": 1 << 20,
     # File distribution: bytes a processor reads per GETRANGE.
@@ -185,13 +189,13 @@ def _reload_settings(*, setting: str, **kwargs: Any) -> None:
         app_settings.reload()
 
 
-def positive_int_setting(name: str) -> int:
-    """Return the REDISPARTS setting ``name``; ImproperlyConfigured unless a positive int."""
+def positive_int_setting(name: str, *, zero: bool = False) -> int:
+    """Return the REDISPARTS setting ``name``; ImproperlyConfigured unless a positive int
+    (or 0, with ``zero``: a setting whose 0 turns something off)."""
     value = getattr(app_settings, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ImproperlyConfigured(
-            f"REDISPARTS[{name!r}] must be a positive integer, got {value!r}"
-        )
+    if isinstance(value, bool) or not isinstance(value, int) or value < (0 if zero else 1):
+        what = "a whole number of at least 0" if zero else "a positive integer"
+        raise ImproperlyConfigured(f"REDISPARTS[{name!r}] must be {what}, got {value!r}")
     return value
 
 

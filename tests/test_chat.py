@@ -17,8 +17,10 @@ from redisparts_app.exceptions import (
 from redisparts_app.keys import scan_keys, slot_of
 from redisparts_app.services import listings
 from redisparts_app.services.chat import (
+    ChatSummary,
     chat_keys,
     chat_members,
+    chat_summaries,
     create_chat,
     fetch_chat_messages,
     fetch_pending_messages,
@@ -98,14 +100,18 @@ def test_held_messages_are_exactly_those_some_member_has_not_fetched(redis_clien
 def test_last_member_leaving_deletes_every_key_of_the_chat(redis_client):
     chat = create_chat("ann", ["bob"], "hello")
     send_message(chat, "bob", "hi")
+    join_chat(chat, "carl")
     pattern = f"rp:chat:{{{chat}}}:*"
-    assert len(list(scan_keys(redis_client, pattern))) == 3
-    assert leave_chat(chat, "ann") == 1
+    every_key = sorted(k.encode() for k in chat_keys(chat).values())
+    assert sorted(scan_keys(redis_client, pattern)) == every_key
+    assert leave_chat(chat, "ann") == 2
+    assert leave_chat(chat, "carl") == 1
     assert user_chats("ann") == []
-    assert len(list(scan_keys(redis_client, pattern))) == 3
+    assert not redis_client.exists(chat_keys(chat)["joined"])
+    assert len(list(scan_keys(redis_client, pattern))) == 4
     assert leave_chat(chat, "bob") == 0
     assert list(scan_keys(redis_client, pattern)) == []
-    assert not redis_client.exists(seen_key("ann"), seen_key("bob"))
+    assert not redis_client.exists(seen_key("ann"), seen_key("bob"), seen_key("carl"))
     with pytest.raises(ChatNotFound):
         send_message(chat, "bob", "anyone?")
     with pytest.raises(ChatNotFound):
@@ -161,12 +167,218 @@ def test_history_resume_and_unread_counts():
     assert texts(fetch_chat_messages(chat, "bob")) == ["m1", "m2", "m3", "m4", "m5"]
     send_message(chat, "ann", "m6")
     assert unread_counts("bob") == {chat: 1}
-    assert texts(read_history(chat, "bob", 2)) == ["m4", "m5"]
+    assert texts(read_history(chat, "bob", 2)) == ["m5", "m6"]
     assert texts(read_messages(chat, "bob", after=3)) == ["m4", "m5", "m6"]
     assert texts(read_messages(chat, "bob", after=3, limit=1)) == ["m4"]
     # Reading does not move bob's position.
     assert unread_counts("bob") == {chat: 1}
     assert texts(fetch_chat_messages(chat, "bob")) == ["m6"]
+
+
+def history_ids(chat: str, user: str) -> list[int]:
+    """Every history message ``user`` may read, paged back 7 at a time, oldest first."""
+    pages, before = [], None
+    while page := read_history(chat, user, 7, before):
+        pages.insert(0, [m.id for m in page])
+        before = page[0].id
+    return [i for page in pages for i in page]
+
+
+def test_history_keeps_what_every_member_has_fetched(redis_client):
+    chat = create_chat("ann", ["bob"], "m1")
+    send_message(chat, "bob", "m2")
+    for user in ("ann", "bob"):
+        fetch_pending_messages(user)
+    assert redis_client.zcard(chat_keys(chat)["msgs"]) == 0  # the pending ones went
+    for user in ("ann", "bob"):
+        assert texts(read_history(chat, user)) == ["m1", "m2"]
+    [message] = read_history(chat, "ann", 1)
+    assert (message.id, message.sender, message.text) == (2, "bob", "m2")
+    # Reading the history moves nobody: the next message is pending as before.
+    send_message(chat, "ann", "m3")
+    assert unread_counts("bob") == {chat: 1}
+    assert texts(read_history(chat, "bob")) == ["m1", "m2", "m3"]
+    assert texts(fetch_chat_messages(chat, "bob")) == ["m3"]
+
+
+@override_settings(REDISPARTS={"CHAT_HISTORY_LENGTH": 5})
+def test_history_keeps_the_last_length_messages(redis_client):
+    chat = create_chat("ann", ["bob"], "m1")
+    history = chat_keys(chat)["history"]
+    for n in range(2, 13):
+        send_message(chat, "ann", f"m{n}")
+        assert redis_client.zcard(history) == min(n, 5)
+    assert texts(read_history(chat, "bob", 20)) == ["m8", "m9", "m10", "m11", "m12"]
+    # The pending messages are not capped: bob fetches all twelve once.
+    assert len(fetch_chat_messages(chat, "bob")) == 12
+    assert redis_client.ttl(history) == -1  # no age limit
+
+
+def test_lowered_length_is_reached_removing_at_most_100_per_send(redis_client):
+    chat = create_chat("ann", ["bob"], "m1")
+    for n in range(2, 251):
+        send_message(chat, "ann", f"m{n}")
+    history = chat_keys(chat)["history"]
+    assert redis_client.zcard(history) == 250
+    sizes = []
+    with override_settings(REDISPARTS={"CHAT_HISTORY_LENGTH": 10}):
+        for n in range(251, 255):
+            send_message(chat, "ann", f"m{n}")
+            sizes.append(redis_client.zcard(history))
+    assert sizes == [151, 52, 10, 10]
+    assert history_ids(chat, "bob") == list(range(245, 255))
+
+
+@override_settings(REDISPARTS={"CHAT_HISTORY_LENGTH": 0})
+def test_history_length_0_keeps_no_history(redis_client):
+    chat = create_chat("ann", ["bob"], "m1")
+    send_message(chat, "ann", "m2")
+    assert not redis_client.exists(chat_keys(chat)["history"])
+    assert read_history(chat, "bob") == []
+    # Messages are delivered as ever, and the list shows the newest pending one.
+    [summary] = chat_summaries("bob")
+    assert summary.last is not None
+    assert summary.last.text == "m2"
+    assert texts(fetch_chat_messages(chat, "bob")) == ["m1", "m2"]
+
+
+def test_history_age_limit_drops_old_messages_and_quiet_histories(redis_client):
+    day = 86400.0
+    with override_settings(REDISPARTS={"CHAT_HISTORY_DAYS": 2}):
+        chat = create_chat("ann", ["bob"], "day 0", clock=lambda: 1000.0)
+        send_message(chat, "ann", "day 1", clock=lambda: 1000.0 + day)
+        send_message(chat, "ann", "day 1.5", clock=lambda: 1000.0 + 1.5 * day)
+        assert texts(read_history(chat, "bob")) == ["day 0", "day 1", "day 1.5"]
+        send_message(chat, "ann", "day 2.5", clock=lambda: 1000.0 + 2.5 * day)
+        assert texts(read_history(chat, "bob")) == ["day 1", "day 1.5", "day 2.5"]
+        send_message(chat, "ann", "day 5", clock=lambda: 1000.0 + 5 * day)
+        assert texts(read_history(chat, "bob")) == ["day 5"]
+        # A history with no message for two days expires whole.
+        assert 2 * day - 60 < redis_client.ttl(chat_keys(chat)["history"]) <= 2 * day
+    # Without an age limit the history no longer expires.
+    send_message(chat, "ann", "later", clock=lambda: 1000.0 + 30 * day)
+    assert redis_client.ttl(chat_keys(chat)["history"]) == -1
+    assert texts(read_history(chat, "bob")) == ["day 5", "later"]
+
+
+@override_settings(REDISPARTS={"CHAT_HISTORY_DAYS": 1})
+def test_history_age_limit_removes_at_most_100_per_send(redis_client):
+    chat = create_chat("ann", ["bob"], "m1", clock=lambda: 0.0)
+    for n in range(2, 151):
+        send_message(chat, "ann", f"m{n}", clock=lambda: 0.0)
+    history = chat_keys(chat)["history"]
+    sizes = []
+    for n in range(151, 154):
+        send_message(chat, "ann", f"m{n}", clock=lambda: 2 * 86400.0)
+        sizes.append(redis_client.zcard(history))
+    assert sizes == [51, 2, 3]
+    assert history_ids(chat, "bob") == [151, 152, 153]
+
+
+def test_history_pages_by_id_without_gaps_or_repeats(redis_client):
+    rng = random.Random(5)
+    chat = create_chat("ann", ["bob", "cat"], "m1")
+    for n in range(2, 48):
+        send_message(chat, rng.choice(["ann", "bob", "cat"]), f"m{n}")
+        if n % 5 == 0:
+            fetch_pending_messages(rng.choice(["ann", "bob", "cat"]))
+    assert history_ids(chat, "cat") == list(range(1, 48))
+    # Pages read while messages arrive: new ones are above the first page, not in between.
+    first = read_history(chat, "bob", 10)
+    assert [m.id for m in first] == list(range(38, 48))
+    send_message(chat, "ann", "new")
+    second = read_history(chat, "bob", 10, before=first[0].id)
+    assert [m.id for m in second] == list(range(28, 38))
+    assert read_history(chat, "bob", 5, before=3) == read_history(chat, "bob", 5, 3)
+    assert [m.id for m in read_history(chat, "bob", 5, before=3)] == [1, 2]
+    assert read_history(chat, "bob", 5, before=1) == []
+    assert [m.id for m in read_history(chat, "bob", 1, before=10**20)] == [48]
+
+
+def test_late_joiner_reads_the_history_from_their_join_on(redis_client):
+    chat = create_chat("ann", ["bob"], "before carl 1")
+    send_message(chat, "ann", "before carl 2")
+    assert join_chat(chat, "carl") == 2
+    assert read_history(chat, "carl") == []
+    # bob fetched nothing, so the messages before carl are still pending: not for carl.
+    assert read_messages(chat, "carl", after=0) == []
+    [summary] = chat_summaries("carl")
+    assert (summary.unread, summary.last) == (0, None)
+    send_message(chat, "bob", "welcome carl")
+    assert texts(read_history(chat, "carl")) == ["welcome carl"]
+    assert texts(read_history(chat, "carl", 5, before=3)) == []
+    assert texts(read_messages(chat, "carl", after=0)) == ["welcome carl"]
+    assert texts(read_history(chat, "ann")) == ["before carl 1", "before carl 2", "welcome carl"]
+    # Leaving and joining again starts from the new join.
+    leave_chat(chat, "carl")
+    send_message(chat, "ann", "carl is gone")
+    join_chat(chat, "carl")
+    assert read_history(chat, "carl") == []
+    send_message(chat, "ann", "carl is back")
+    assert texts(read_history(chat, "carl")) == ["carl is back"]
+
+
+def test_history_is_for_members_only(redis_client):
+    chat = create_chat("ann", ["bob"], "secret plans")
+    for before in (None, 2):
+        with pytest.raises(NotChatMember):
+            read_history(chat, "eve", 5, before)
+    with pytest.raises(ChatNotFound):
+        read_history("no-such-chat", "eve")
+    # A forged entry in eve's list of chats shows her nothing.
+    redis_client.zadd(seen_key("eve"), {chat: 0})
+    assert chat_summaries("eve") == []
+
+
+@pytest.mark.parametrize(
+    ("count", "before", "error"),
+    [
+        (0, None, InvalidArgument),
+        (1001, None, InvalidArgument),
+        (True, None, TypeError),
+        (5, 0, InvalidArgument),
+        (5, -1, InvalidArgument),
+        (5, "3", TypeError),
+        (5, 2.5, TypeError),
+    ],
+)
+def test_bad_history_pages_raise_before_reading(redis_client, count, before, error):
+    chat = create_chat("ann", ["bob"], "hi")
+    with pytest.raises(error):
+        read_history(chat, "ann", count, before)
+
+
+def test_deleting_a_chat_deletes_its_history(redis_client):
+    chat = create_chat("ann", ["bob"], "old words", chat_id="room")
+    leave_chat(chat, "ann")
+    leave_chat(chat, "bob")
+    assert not redis_client.exists(chat_keys(chat)["history"])
+    create_chat("ann", ["bob"], "a new room", chat_id="room")
+    assert texts(read_history("room", "bob")) == ["a new room"]
+
+
+def test_chat_summaries_show_members_unread_and_last_message(redis_client):
+    first = create_chat("ann", ["bob"], "hi bob", clock=lambda: 5.0)
+    second = create_chat("cat", ["bob", "dan"], "hello all", chat_id="hall")
+    send_message(second, "dan", "hey", clock=lambda: 9.0)
+    fetch_chat_messages(first, "bob")
+    summaries = {s.id: s for s in chat_summaries("bob")}
+    assert summaries[first] == ChatSummary(first, ("ann", "bob"), 0, summaries[first].last)
+    assert summaries[first].last.text == "hi bob"
+    assert summaries[second].members == ("bob", "cat", "dan")
+    assert summaries[second].unread == 2
+    last = summaries[second].last
+    assert (last.id, last.sender, last.ts, last.text) == (2, "dan", 9.0, "hey")
+
+
+def test_chat_summaries_cost_a_constant_number_of_round_trips(redis_client):
+    for n in range(30):
+        create_chat("owner", ["reader"], f"first of {n}", chat_id=f"room-{n}")
+    redis_client.script_load(lua.source("chat_read"))  # on every primary: no NOSCRIPT retry
+    client, sent = counting_client(redis_client)
+    assert len(chat_summaries("reader", client=client)) == 30
+    servers = len({slot_client(redis_client, chat_keys(f"room-{n}")["msgs"]) for n in range(30)})
+    assert sent[0] == 1 + servers
 
 
 def test_new_chats_get_new_ids_and_explicit_ids_are_not_reused(redis_client):
@@ -334,6 +546,25 @@ def test_concurrent_senders_and_readers_deliver_every_message_once_in_order(redi
         assert {i: (s, t) for i, s, t in received[1:]} == expected_texts
     positions = chat_members(chat)
     assert all(positions[r] == total for r in readers)
+
+
+def _send_many(chat: str, sender: str, count: int) -> list[int]:
+    return [send_message(chat, sender, f"{sender} {n}") for n in range(count)]
+
+
+@override_settings(REDISPARTS={"CHAT_HISTORY_LENGTH": 100})
+def test_concurrent_senders_leave_the_last_length_ids_in_the_history(redis_client):
+    senders = [f"s{n}" for n in range(4)]
+    chat = create_chat("host", senders, "welcome")
+    sent = run_in_processes(_send_many, [(chat, s, 60) for s in senders], timeout=120)
+    assert sorted(i for ids in sent for i in ids) == list(range(2, 242))
+    assert redis_client.zcard(chat_keys(chat)["history"]) == 100
+    history = read_history(chat, "host", 100)
+    assert [m.id for m in history] == list(range(142, 242))
+    by_id = {
+        i: (s, f"{s} {n}") for s, ids in zip(senders, sent, strict=True) for n, i in enumerate(ids)
+    }
+    assert all((m.sender, m.text) == by_id[m.id] for m in history)
 
 
 def test_admin_chat_pages_walk_every_node(redis_client):

@@ -5,6 +5,7 @@ input gets a form error or a 400 page (a 400 fragment for htmx requests),
 unknown or foreign chats a 404 or 403, always before anything is written.
 """
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
@@ -34,6 +35,7 @@ from .forms import AddMemberForm, ChatCreateForm, ChatMessageForm, ComposeForm, 
 from .guilds import all_guilds, recipient_suggestions, user_guilds
 
 MAIL_PAGE_SIZE = 10
+# Chat history messages a chat page opens with, and per "Show older messages".
 HISTORY_SHOWN = 50
 MEMBER_RESULTS = 20
 SUGGESTIONS = 8
@@ -55,6 +57,14 @@ def _error(request: HttpRequest, status: int, message: str) -> HttpResponse:
         "marketplace/social/_error.html" if _is_htmx(request) else "marketplace/social/error.html"
     )
     return render(request, template, {"status": status, "message": message}, status=status)
+
+
+def _message_id(raw: str, minimum: int = 1) -> int | None:
+    """The message id a query parameter holds (``minimum`` to 2**53), else None."""
+    # The length first: int() refuses strings of more than 4,300 digits.
+    if len(raw) > 16 or not raw.isdecimal() or not minimum <= int(raw) <= _MAX_MESSAGE_ID:
+        return None
+    return int(raw)
 
 
 def _prefix(value: str) -> str:
@@ -280,18 +290,35 @@ def _shown(messages_: list[chat.ChatMessage]) -> list[dict]:
     return [{"m": m, "when": _when(m.ts)} for m in messages_]
 
 
+def _others(members: Iterable[str], user: str) -> list[str]:
+    return sorted((m for m in members if m != user), key=str.casefold)
+
+
+def _history_page(
+    chat_id: str, user: str, before: int | None = None
+) -> tuple[list[chat.ChatMessage], int | None]:
+    """The newest HISTORY_SHOWN history messages before ``before``, and the id of the
+    next older one (None: there is none)."""
+    page = chat.read_history(chat_id, user, HISTORY_SHOWN + 1, before)
+    beyond = page[0].id if len(page) > HISTORY_SHOWN else None
+    return page[-HISTORY_SHOWN:], beyond
+
+
 def _chat_list(request: HttpRequest, form: ChatCreateForm, status: int = 200) -> HttpResponse:
-    """The user's chats, those with unread messages first, and the form to start one."""
+    """The user's chats, those with unread messages first, then the latest active, each
+    with its last message, and the form to start one (a constant number of round trips)."""
     user = request.user.username
-    chats = []
-    for chat_id, unread in chat.unread_counts(user).items():
-        try:
-            members = chat.chat_members(chat_id)
-        except ChatNotFound:
-            continue  # deleted since the count was read
-        others = sorted((m for m in members if m != user), key=str.casefold)
-        chats.append({"id": chat_id, "others": others, "unread": unread})
-    chats.sort(key=lambda c: (-c["unread"], -int(c["id"]) if c["id"].isdecimal() else 0))
+    chats = [
+        {
+            "id": summary.id,
+            "others": _others(summary.members, user),
+            "unread": summary.unread,
+            "last": summary.last,
+            "when": _when(summary.last.ts) if summary.last else None,
+        }
+        for summary in chat.chat_summaries(user)
+    ]
+    chats.sort(key=lambda c: (-c["unread"], -(c["last"].ts if c["last"] else 0)))
     context = {"chats": chats, "form": form}
     return render(request, "marketplace/social/chats.html", context, status=status)
 
@@ -333,14 +360,23 @@ def chat_room(request: HttpRequest, chat_id: str) -> HttpResponse:
     if error:
         return error
     try:
-        shown = chat.read_history(chat_id, user, HISTORY_SHOWN)
-        shown += chat.fetch_chat_messages(chat_id, user)
+        page, beyond = _history_page(chat_id, user)
+        # The pending messages too: they are read now (and would be the only ones with
+        # the history off).
+        taken = chat.fetch_chat_messages(chat_id, user)
+        shown = sorted({m.id: m for m in (*page, *taken)}.values(), key=lambda m: m.id)
+        # Pending messages may reach below the page (a member far behind): whether the
+        # history goes further back then takes one more read.
+        older = beyond is not None and (
+            beyond < shown[0].id or bool(chat.read_history(chat_id, user, 1, shown[0].id))
+        )
     except (ChatNotFound, NotChatMember):
         return _error(request, 404, "This chat is gone.")
     context = {
         "chat_id": chat_id,
-        "others": sorted((m for m in members if m != user), key=str.casefold),
+        "others": _others(members, user),
         "shown": _shown(shown),
+        "older": shown[0].id if older else None,
         "after": shown[-1].id if shown else 0,
         "form": ChatMessageForm(),
         "add_form": AddMemberForm(),
@@ -380,12 +416,11 @@ def chat_poll(request: HttpRequest, chat_id: str) -> HttpResponse:
     never skips one.
     """
     user = request.user.username
-    raw = request.GET.get("after", "")
-    if not raw.isdecimal() or int(raw) > _MAX_MESSAGE_ID:
+    after = _message_id(request.GET.get("after", ""), minimum=0)
+    if after is None:
         return _error(
             request, 400, "The page asked for messages in a way the site does not know; reload it."
         )
-    after = int(raw)
     _, error = _chat_or_error(request, chat_id)
     if error:
         return error
@@ -403,6 +438,36 @@ def chat_poll(request: HttpRequest, chat_id: str) -> HttpResponse:
     ordered = [new[i] for i in sorted(new)]
     context = {"shown": _shown(ordered), "after": ordered[-1].id, "chat_id": chat_id}
     return render(request, "marketplace/social/_chat_messages.html", context)
+
+
+@login_required
+@require_GET
+def chat_older(request: HttpRequest, chat_id: str) -> HttpResponse:
+    """The history messages before id ``before``: for htmx a fragment that takes the place
+    of the "Show older messages" link, otherwise a page of them."""
+    user = request.user.username
+    before = _message_id(request.GET.get("before", ""))
+    if before is None:
+        return _error(
+            request,
+            400,
+            "The page asked for older messages in a way the site does not know; reload it.",
+        )
+    members, error = _chat_or_error(request, chat_id)
+    if error:
+        return error
+    try:
+        page, beyond = _history_page(chat_id, user, before)
+    except (ChatNotFound, NotChatMember):
+        return _error(request, 403, "You are no longer a member of this chat.")
+    context = {
+        "chat_id": chat_id,
+        "others": _others(members or {}, user),
+        "shown": _shown(page),
+        "older": page[0].id if beyond is not None else None,
+    }
+    template = "_chat_older.html" if _is_htmx(request) else "chat_older.html"
+    return render(request, f"marketplace/social/{template}", context)
 
 
 @login_required

@@ -1,13 +1,54 @@
--- chat_send.lua: give a message the chat's next id and add it, in one step, so ids
--- enter the messages zset in increasing order whatever the number of senders.
--- KEYS[1] members zset (rp:chat:{id}:members)   KEYS[2] messages zset (rp:chat:{id}:msgs)
+-- chat_send.lua: give a message the chat's next id and add it, in one step, to the pending
+-- messages and to the chat's history, so ids enter both in increasing order whatever the
+-- number of senders; with member names, create the chat with this first message.
+-- KEYS[1] members zset user -> id of the last message fetched (rp:chat:{id}:members)
+-- KEYS[2] pending messages zset JSON -> id (rp:chat:{id}:msgs)
 -- KEYS[3] message id counter (rp:chat:{id}:ids)
--- ARGV[1] sender   ARGV[2] message JSON object without its id
--- Returns the message id, -1 when the sender is not a member, -2 when the chat does not exist.
-if not redis.call('zscore', KEYS[1], ARGV[1]) then
+-- KEYS[4] history zset JSON -> id (rp:chat:{id}:history)
+-- ARGV[1] sender   ARGV[2] message JSON object without its id: {"sender":..,"ts":..,..}
+-- ARGV[3] messages the history keeps (0: none)   ARGV[4] seconds it keeps one (0: no limit)
+-- ARGV[5..] when creating: the member names, all at position 0
+-- Returns the message id; 0 when creating a chat that exists, -1 when the sender is not a
+-- member, -2 when the chat does not exist.
+if #ARGV > 4 then
+  if redis.call('exists', KEYS[1], KEYS[3]) > 0 then return 0 end
+  for i = 5, #ARGV do
+    redis.call('zadd', KEYS[1], 0, ARGV[i])
+  end
+elseif not redis.call('zscore', KEYS[1], ARGV[1]) then
   if redis.call('exists', KEYS[1]) == 0 then return -2 end
   return -1
 end
 local id = redis.call('incr', KEYS[3])
-redis.call('zadd', KEYS[2], id, string.format('{"id":%d,', id) .. string.sub(ARGV[2], 2))
+local message = string.format('{"id":%d,', id) .. string.sub(ARGV[2], 2)
+redis.call('zadd', KEYS[2], id, message)
+
+local keep, age = tonumber(ARGV[3]), tonumber(ARGV[4])
+if keep > 0 then
+  redis.call('zadd', KEYS[4], id, message)
+end
+-- A message's time: the first "ts": key (in the sender's JSON string a quote is escaped).
+local function ts(json)
+  return tonumber(string.match(json, '"ts":([^,}]+)'))
+end
+-- Bounded work per send: at most STEP messages leave the history. One more than the
+-- length leaves at each send; after the settings are lowered the rest go over the next sends.
+local STEP = 100
+local drop = math.min(math.max(redis.call('zcard', KEYS[4]) - keep, 0), STEP)
+if keep > 0 and age > 0 then
+  local cutoff = ts(ARGV[2]) - age
+  while drop < STEP do  -- one message at a time: usually the first is young enough
+    local oldest = redis.call('zrange', KEYS[4], drop, drop)[1]
+    local time = oldest and ts(oldest)
+    if not time or time >= cutoff then break end
+    drop = drop + 1
+  end
+  -- A chat quiet for longer than the age limit loses its whole history.
+  redis.call('expire', KEYS[4], age)
+elseif keep > 0 then
+  redis.call('persist', KEYS[4])
+end
+if drop > 0 then
+  redis.call('zremrangebyrank', KEYS[4], 0, drop - 1)
+end
 return id

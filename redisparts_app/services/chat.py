@@ -1,4 +1,4 @@
-"""Group chat pulled by its members: create, send, fetch pending, join, leave.
+"""Group chat pulled by its members: create, send, fetch pending, history, join, leave.
 
 Import: ``from redisparts_app.services.chat import create_chat, send_message``.
 
@@ -6,18 +6,34 @@ Keys of one chat share the chat's hash tag, so every step on a chat is one Lua
 script in one Cluster slot; a user's list of chats has the user's tag::
 
     rp:chat:{<chat>}:members     zset member -> id of the last message they fetched
-    rp:chat:{<chat>}:msgs        zset message JSON {id, sender, ts, text} -> id
+    rp:chat:{<chat>}:msgs        zset message JSON {id, sender, ts, text} -> id: the
+                                 messages some member has not fetched yet
     rp:chat:{<chat>}:ids         counter of the chat's message ids
+    rp:chat:{<chat>}:history     zset message JSON -> id: the chat's last messages
+    rp:chat:{<chat>}:joined      hash member -> id of the last message before they
+                                 joined (only members who joined a running chat)
     rp:chat_user:{<user>}:seen   zset chat id -> id of the last message when the user
                                  joined (the user's chats)
     rp:chat_ids:{chat_ids}:next  counter giving new chats their ids
 
-Guarantees: a message gets its id and enters the messages zset in one script,
-so ids are strictly increasing and appear in order; fetching takes a member's
-pending messages and advances the member's position atomically per chat, so a
-member receives every message exactly once and in id order, even from two
-fetches at once. Messages every member has fetched are deleted (history is
-therefore what some member has not fetched yet). Only members read or post.
+Guarantees: a message gets its id and enters the pending messages and the history
+in one script, so ids are strictly increasing and appear in order; fetching takes
+a member's pending messages and advances the member's position atomically per
+chat, so a member receives every message exactly once and in id order, even from
+two fetches at once. Pending messages every member has fetched are deleted. Only
+members read or post.
+
+History, apart from that: the last ``CHAT_HISTORY_LENGTH`` messages of each chat
+(0 keeps none), younger than ``CHAT_HISTORY_DAYS`` days when that is not 0, read
+page by page by message id with ``read_history`` (one script, one round trip; a
+page is at most ``CHAT_FETCH_LIMIT`` messages). Whether members have fetched a
+message does not matter to it. The script that sends a message adds it to the
+history and trims the history, removing at most 100 messages per send: the one
+beyond the length at each send; after the settings are lowered, the rest over the
+next sends. With an age limit, messages older than it leave at the next send (that
+many at most), and the history of a chat without a message for that long expires
+whole. A member who joins a running chat reads the history from their join on, as
+they fetch messages. The last member out deletes the chat with its history.
 
 ``fetch_pending_messages`` reads the user's chats (round trip 1) and runs the
 fetch script once over all of them (round trip 2; on a Redis Cluster, whose slots
@@ -64,8 +80,10 @@ from .mail import validate_message_id, validate_text
 
 __all__ = [
     "ChatMessage",
+    "ChatSummary",
     "chat_keys",
     "chat_members",
+    "chat_summaries",
     "create_chat",
     "fetch_chat_messages",
     "fetch_pending_messages",
@@ -81,6 +99,7 @@ __all__ = [
 
 COMPONENT = "chat"
 NOT_MEMBER, NO_CHAT = -1, -2
+ROLES = ("members", "msgs", "ids", "history", "joined")
 
 
 @dataclass(frozen=True)
@@ -91,14 +110,35 @@ class ChatMessage:
     text: str
 
 
+@dataclass(frozen=True)
+class ChatSummary:
+    """A chat as a member's list shows it: its members, the member's unread count and
+    the newest message the member may read (None when there is none)."""
+
+    id: str
+    members: tuple[str, ...]
+    unread: int
+    last: ChatMessage | None
+
+
 def chat_keys(chat_id: str) -> dict[str, str]:
-    """Return the keys of one (validated) chat id by role: members, msgs, ids."""
-    return {role: make_key(COMPONENT, chat_id, role) for role in ("members", "msgs", "ids")}
+    """Return the keys of one (validated) chat id by role: members, msgs, ids, history,
+    joined."""
+    return {role: make_key(COMPONENT, chat_id, role) for role in ROLES}
 
 
-def _read_keys(*chat_ids: str) -> list[str]:
-    # The members and messages keys of each chat, which the fetch and read scripts
-    # take; built alone because a fetch across many chats builds them for every chat.
+def _keys(chat_id: str, *roles: str) -> list[str]:
+    names = chat_keys(chat_id)
+    return [names[role] for role in roles]
+
+
+_SEND_KEYS = ("members", "msgs", "ids", "history")
+_READ_KEYS = ("members", "msgs", "history", "joined")
+
+
+def _fetch_keys(*chat_ids: str) -> list[str]:
+    # The members and pending messages keys of each chat, which the fetch script takes;
+    # built alone because a fetch across many chats builds them for every chat.
     keys: list[str] = []
     for chat_id in chat_ids:
         base = make_key(COMPONENT, chat_id)
@@ -134,13 +174,13 @@ def create_chat(
         )
     members = sorted({sender, *(validate_key_part(r, "recipient") for r in recipients)})
     encoded = _encode(sender, message, clock)
+    history = _history_args()
     if chat_id is None:
         chat_id = str(client.incr(make_key("chat_ids", "chat_ids", "next")))
     else:
         chat_id = validate_key_part(chat_id, "chat")
-    keys = chat_keys(chat_id)
-    created = lua.script(client, "chat_create")(
-        keys=[keys["members"], keys["msgs"], keys["ids"]], args=[encoded, *members]
+    created = lua.script(client, "chat_send")(
+        keys=_keys(chat_id, *_SEND_KEYS), args=[sender, encoded, *history, *members]
     )
     if not created:
         raise ChatExists(chat_id)
@@ -160,14 +200,16 @@ def send_message(
     client: Client | None = None,
     clock: Callable[[], float] = time.time,
 ) -> int:
-    """Post ``text`` in a chat as ``sender`` (a member); return the message id."""
+    """Post ``text`` in a chat as ``sender`` (a member); return the message id.
+
+    The message enters the history in the same script, which trims the history.
+    """
     client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     sender = validate_key_part(sender, "sender")
     encoded = _encode(sender, text, clock)
-    keys = chat_keys(chat_id)
     result = lua.script(client, "chat_send")(
-        keys=[keys["members"], keys["msgs"], keys["ids"]], args=[sender, encoded]
+        keys=_keys(chat_id, *_SEND_KEYS), args=[sender, encoded, *_history_args()]
     )
     _raise_for(result, chat_id, sender)
     return int(result)
@@ -192,7 +234,7 @@ def fetch_pending_messages(
     # the chats of one slot, each node's scripts sent in one pipeline.
     groups = by_slot(client, chats, lambda chat: make_key(COMPONENT, chat))  # the chat's slot
     limit = _fetch_limit()
-    calls = [(_read_keys(*group), [user, limit]) for group in groups]
+    calls = [(_fetch_keys(*group), [user, limit]) for group in groups]
     chats = [chat for group in groups for chat in group]
     # Each group's reply: the count taken per chat (or a negative code), then the
     # messages taken, joined.
@@ -216,24 +258,31 @@ def fetch_chat_messages(
     client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
-    keys = chat_keys(chat_id)
     count, joined = lua.script(client, "chat_fetch")(
-        keys=[keys["members"], keys["msgs"]], args=[user, _fetch_limit()]
+        keys=_fetch_keys(chat_id), args=[user, _fetch_limit()]
     )
     _raise_for(count, chat_id, user)
     return _decode([joined] if joined else [])
 
 
 def read_history(
-    chat_id: str, user: str, count: int = 20, *, client: Client | None = None
+    chat_id: str,
+    user: str,
+    count: int = 20,
+    before: int | None = None,
+    *,
+    client: Client | None = None,
 ) -> list[ChatMessage]:
-    """Return up to ``count`` messages ``user`` has already fetched, oldest first.
+    """Return the newest ``count`` history messages with an id below ``before`` (None:
+    the newest of all), oldest first, without moving ``user``'s position.
 
-    Only messages some member has not fetched yet are still held, so history is
-    short in a chat whose members all keep up.
+    Page back with ``before`` set to the first id returned; an empty page is the start
+    of the history. A member who joined a running chat gets the messages from their
+    join on. ``count`` is at most ``CHAT_FETCH_LIMIT``.
     """
-    count = check_count(count, "count")
-    reply = _read(client, chat_id, user, "history", 0, count)
+    count = check_count(count, "count", maximum=_fetch_limit())
+    before_id = 0 if before is None else validate_message_id(before)
+    reply = _read(client, chat_id, user, "history", before_id, count)
     return _decode(reply[:0:-1])
 
 
@@ -245,8 +294,9 @@ def read_messages(
     *,
     client: Client | None = None,
 ) -> list[ChatMessage]:
-    """Return the messages after id ``after`` still held, oldest first, without
-    moving ``user``'s position (to resume a display from a message id)."""
+    """Return the pending messages (those some member has not fetched) after id
+    ``after``, oldest first, without moving ``user``'s position (to resume a display
+    from a message id). A member who joined a running chat gets none from before."""
     if after != 0:
         after = validate_message_id(after)
     limit = _fetch_limit() if limit is None else check_count(limit, "limit")
@@ -259,26 +309,48 @@ def unread_counts(user: str, *, client: Client | None = None) -> dict[str, int]:
     client = resolve_client(client)
     user = validate_key_part(user, "user")
     chats = [chat.decode() for chat in client.zrange(seen_key(user), 0, -1)]
-    replies = _pipelined_script(
-        client,
-        "chat_read",
-        [(_read_keys(c), [user, "unread", 0, 0]) for c in chats],
-    )
+    replies = _read_chats(client, chats, user, "unread")
     return {
         chat: int(reply[1]) for chat, reply in zip(chats, replies, strict=True) if reply[0] >= 0
     }
 
 
+def chat_summaries(user: str, *, client: Client | None = None) -> list[ChatSummary]:
+    """Return a summary of each chat of ``user`` (two round trips, like unread_counts).
+
+    The last message is the newest one of the history the user may read (else of the
+    pending messages, with the history off).
+    """
+    client = resolve_client(client)
+    user = validate_key_part(user, "user")
+    chats = [chat.decode() for chat in client.zrange(seen_key(user), 0, -1)]
+    summaries = []
+    for chat, reply in zip(chats, _read_chats(client, chats, user, "summary"), strict=True):
+        if reply[0] < 0:
+            continue  # left or deleted since the chats were read
+        last = _decode([reply[2]])[0] if reply[2] else None
+        members = tuple(member.decode() for member in reply[3:])
+        summaries.append(ChatSummary(chat, members, int(reply[1]), last))
+    return summaries
+
+
+def _read_chats(client: Client, chats: list[str], user: str, mode: str) -> list[Any]:
+    # One chat_read per chat, pipelined: a constant number of round trips.
+    calls = [(_keys(chat, *_READ_KEYS), [user, mode, 0, 0]) for chat in chats]
+    return _pipelined_script(client, "chat_read", calls)
+
+
 def join_chat(chat_id: str, user: str, *, client: Client | None = None) -> int:
     """Add ``user`` to a chat at its latest message; return that message id.
 
-    The user receives the messages sent after joining. Joining again changes nothing.
+    The user receives, and reads in the history, the messages sent after joining.
+    Joining again changes nothing.
     """
     client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
-    keys = chat_keys(chat_id)
-    position = lua.script(client, "chat_join")(keys=[keys["members"], keys["ids"]], args=[user])
+    keys = _keys(chat_id, "members", "ids", "joined")
+    position = lua.script(client, "chat_join")(keys=keys, args=[user])
     _raise_for(position, chat_id, user)
     client.zadd(seen_key(user), {chat_id: position})
     return int(position)
@@ -287,15 +359,12 @@ def join_chat(chat_id: str, user: str, *, client: Client | None = None) -> int:
 def leave_chat(chat_id: str, user: str, *, client: Client | None = None) -> int:
     """Remove ``user`` from a chat; return the members left.
 
-    The last member out deletes the chat's keys (0 is returned).
+    The last member out deletes the chat's keys, its history too (0 is returned).
     """
     client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
-    keys = chat_keys(chat_id)
-    left = lua.script(client, "chat_leave")(
-        keys=[keys["members"], keys["msgs"], keys["ids"]], args=[user]
-    )
+    left = lua.script(client, "chat_leave")(keys=_keys(chat_id, *ROLES), args=[user])
     _raise_for(left, chat_id, user)
     pipe = client.pipeline(transaction=False)
     pipe.zrem(seen_key(user), chat_id)
@@ -356,6 +425,12 @@ def _fetch_limit() -> int:
     return positive_int_setting("CHAT_FETCH_LIMIT")
 
 
+def _history_args() -> list[int]:
+    # The send script's history arguments: messages kept, seconds each is kept.
+    length = positive_int_setting("CHAT_HISTORY_LENGTH", zero=True)
+    return [length, positive_int_setting("CHAT_HISTORY_DAYS", zero=True) * 86400]
+
+
 def _raise_for(code: int, chat_id: str, user: str) -> None:
     if code == NO_CHAT:
         raise ChatNotFound(chat_id)
@@ -369,9 +444,8 @@ def _read(
     client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
-    keys = chat_keys(chat_id)
     reply = lua.script(client, "chat_read")(
-        keys=[keys["members"], keys["msgs"]], args=[user, mode, after, limit]
+        keys=_keys(chat_id, *_READ_KEYS), args=[user, mode, after, limit]
     )
     _raise_for(reply[0], chat_id, user)
     return reply

@@ -159,6 +159,7 @@ ACCESS: dict[str, Entry] = {
     "chat/<str:chat_id>/": page(f"{CHAT}/", dave=403),
     "chat/<str:chat_id>/send/": action(f"{CHAT}/send/", {"text": "hi"}, dave=403),
     "chat/<str:chat_id>/poll/": page(f"{CHAT}/poll/?after=0", dave=403),
+    "chat/<str:chat_id>/older/": page(f"{CHAT}/older/?before=2", dave=403),
     "chat/<str:chat_id>/add/": action(f"{CHAT}/add/", {"member": "dave"}, dave=403),
     "chat/<str:chat_id>/leave/": action(f"{CHAT}/leave/", {}, dave=403),
     # Django's admin.

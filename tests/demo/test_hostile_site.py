@@ -95,6 +95,7 @@ FIELDS = [
     Field("alice", f"/chat/{CHAT_ID}/send/", {}, "text", stored=lambda v: kept_chat_text(v)),
     Field("alice", f"/chat/{CHAT_ID}/add/", {}, "member"),
     Field("alice", f"/chat/{CHAT_ID}/poll/", {}, "after", "GET"),
+    Field("alice", f"/chat/{CHAT_ID}/older/", {}, "before", "GET"),
     Field(None, "/login/", {"password": "alice-demo"}, "username"),
     Field(None, "/login/", {"username": "alice"}, "password"),
     Field(None, "/admin/login/", {"password": "admin-demo"}, "username"),

@@ -77,6 +77,7 @@ PAGES = [
     ("get", "/chat/1/"),
     ("post", "/chat/1/send/"),
     ("get", "/chat/1/poll/?after=0"),
+    ("get", "/chat/1/older/?before=2"),
     ("post", "/chat/1/add/"),
     ("post", "/chat/1/leave/"),
 ]
@@ -249,6 +250,107 @@ def test_add_a_member_and_leave(alice, bob, users):
     assert bob.get(f"/chat/{chat_id}/").status_code == 403
 
 
+HTMX = {"HX-Request": "true"}
+OLDER = re.compile(r'href="/chat/[^/"]+/older/\?before=(\d+)"')
+
+
+def test_reopened_chat_shows_its_history_after_every_member_read_it(alice, bob, redis_client):
+    chat_id = chat.create_chat("alice", ["bob"], "hello bob")
+    chat.send_message(chat_id, "bob", "hi alice")
+    for client in (alice, bob):
+        client.get(f"/chat/{chat_id}/")
+    assert redis_client.zcard(chat.chat_keys(chat_id)["msgs"]) == 0  # nothing pending
+    page = bob.get(f"/chat/{chat_id}/").text
+    assert IDS.findall(page) == ["1", "2"]
+    assert "hello bob" in page
+    assert "No messages yet" not in page
+    assert not OLDER.search(page)
+    assert 'name="after" value="2"' in page
+
+
+def test_show_older_pages_back_through_the_history(alice, bob):
+    chat_id = chat.create_chat("alice", ["bob"], "m1")
+    for n in range(2, 121):
+        chat.send_message(chat_id, "alice", f"m{n}")
+    page = bob.get(f"/chat/{chat_id}/").text  # takes the 120 pending ones, shows them all
+    assert IDS.findall(page) == [str(i) for i in range(1, 121)]
+    assert not OLDER.search(page)
+    # Once they are read, the page opens on the last 50 with a link to older ones.
+    page = bob.get(f"/chat/{chat_id}/").text
+    assert IDS.findall(page) == [str(i) for i in range(71, 121)]
+    seen = [int(i) for i in IDS.findall(page)]
+    while link := OLDER.search(page):
+        fragment = bob.get(f"/chat/{chat_id}/older/", {"before": link[1]}, headers=HTMX)
+        assert fragment.status_code == 200
+        page = fragment.text
+        assert "<html" not in page
+        seen = [int(i) for i in IDS.findall(page)] + seen
+    assert seen == list(range(1, 121))
+    # Without htmx the link opens a page of the older messages.
+    full = bob.get(f"/chat/{chat_id}/older/", {"before": 71})
+    assert "<html" in full.text
+    assert IDS.findall(full.text) == [str(i) for i in range(21, 71)]
+    assert OLDER.search(full.text)[1] == "21"
+    assert "No older messages" in bob.get(f"/chat/{chat_id}/older/", {"before": 1}).text
+
+
+def test_a_chat_without_messages_for_a_late_joiner_says_so(alice, bob, users):
+    chat_id = chat.create_chat("alice", ["bob"], "before carol came")
+    chat.join_chat(chat_id, "carol")
+    carol = client_for(users["carol"])
+    page = carol.get(f"/chat/{chat_id}/").text
+    assert "No messages yet" in page
+    assert "before carol came" not in page
+    assert 'name="after" value="0"' in page
+    assert "before carol came" not in carol.get(f"/chat/{chat_id}/poll/", {"after": 0}).text
+    assert "No messages yet" in carol.get("/chat/").text
+    chat.send_message(chat_id, "bob", "welcome carol")
+    page = carol.get(f"/chat/{chat_id}/").text
+    assert "welcome carol" in page
+    assert "No messages yet" not in page
+
+
+def test_chat_list_shows_names_and_the_last_message(alice, bob):
+    first = chat.create_chat("alice", ["bob"], "hello bob", clock=lambda: 100.0)
+    chat.create_chat("bob", ["alice", "bruno"], "hello both", chat_id="hall", clock=lambda: 50.0)
+    chat.send_message(first, "bob", "x" * 500, clock=lambda: 200.0)
+    listing = alice.get("/chat/").text
+    items = re.findall(r'<li>\s*<a href="/chat/([^/]+)/">(.*?)</a>', listing, re.S)
+    assert [chat_id for chat_id, _ in items] == [first, "hall"]  # the latest message first
+    first_item, hall_item = (text for _, text in items)
+    assert re.search(r'class="chat-names">bob<', first_item)
+    assert re.search(r"bob:</span> x{119}…", first_item)
+    assert re.search(r'class="chat-names">bob, bruno <span class="chat-id">#hall', hall_item)
+    assert "hello both" in hall_item
+    alice.get(f"/chat/{first}/")
+    alice.post(f"/chat/{first}/send/", {"text": "my turn"})
+    assert re.search(r"You:</span> my turn", alice.get("/chat/").text)
+
+
+def test_navigation_counts_unread_chat_messages_until_they_are_read(alice, bob):
+    badge = re.compile(r'<span class="badge" title="unread chat messages">(\d+)</span>')
+    assert not badge.search(bob.get("/").text)
+    page = alice.post("/chat/new/", {"members": "bob", "message": "one"}, follow=True)
+    chat_id = page.redirect_chain[-1][0].rstrip("/").rsplit("/", 1)[1]
+    alice.post(f"/chat/{chat_id}/send/", {"text": "two"}, follow=True)
+    alice.post("/chat/new/", {"members": "bob", "message": "three"}, follow=True)
+    assert badge.search(bob.get("/").text)[1] == "3"
+    # Alice's pages took her own messages (as every member fetches each message).
+    assert not badge.search(alice.get("/").text)
+    # The chat's own page reads its messages before the navigation is drawn.
+    assert badge.search(bob.get(f"/chat/{chat_id}/").text)[1] == "1"
+    assert badge.search(bob.get("/market/").text)[1] == "1"
+
+
+def test_older_messages_are_for_members_only(alice, carol):
+    chat_id = chat.create_chat("alice", ["bob"], "secret")
+    assert carol.get(f"/chat/{chat_id}/older/", {"before": 2}).status_code == 403
+    response = carol.get(f"/chat/{chat_id}/older/", {"before": 2}, headers=HTMX)
+    assert response.status_code == 403
+    assert "secret" not in response.text
+    assert response.text.strip().startswith('<p class="error-message"')
+
+
 LONG = "x" * 10_000
 BAD_NAMES = ["", LONG, "a\x07b", "a\x00b", "a{b", "a}b", "a:b", "a*b"]
 BAD_TEXTS = ["", "   ", LONG, "a\x00b", "a\x1bb"]
@@ -287,8 +389,10 @@ def bad_requests(chat_id: str) -> list[tuple[str, str, dict]]:
             ("post", "/chat/new/", {"members": "bob", "message": text}),
             ("post", f"/chat/{chat_id}/send/", {"text": text}),
         ]
-    for after in ("", "-1", "abc", "1.5", "9" * 30):
+    for after in ("", "-1", "abc", "1.5", "9" * 30, "9" * 5000):
         cases.append(("get", f"/chat/{chat_id}/poll/", {"after": after}))
+    for before in ("", "0", "-1", "abc", "1.5", "²", "9" * 30, "9" * 5000):
+        cases.append(("get", f"/chat/{chat_id}/older/", {"before": before}))
     for page in ("0", "-1", "abc", "9" * 30):
         cases.append(("get", "/mail/", {"page": page}))
     return cases
@@ -310,6 +414,7 @@ def test_unknown_or_malformed_chats_are_not_found(alice, chat_id, redis_client):
     before = social_keys(redis_client)
     assert alice.get(f"/chat/{chat_id}/").status_code == 404
     assert alice.get(f"/chat/{chat_id}/poll/", {"after": 0}).status_code == 404
+    assert alice.get(f"/chat/{chat_id}/older/", {"before": 2}).status_code == 404
     assert alice.post(f"/chat/{chat_id}/send/", {"text": "hi"}).status_code == 404
     assert social_keys(redis_client) == before
 

@@ -130,6 +130,8 @@ BAD_PAGE = {
     "empty": "",
     "control": "1\x00",
 }
+# Digits int() takes and a message id is not: superscript, too many for int().
+BAD_DIGITS = {"superscript": "\u00b2", "too-many-digits": "9" * 5000}
 BAD_CHOICE = {k: v for k, v in BAD_TEXT.items() if k != "blank"} | {"unknown": "decade"}
 
 CASES: list[Case] = [
@@ -244,6 +246,7 @@ CASES += [
     *variants("chat-add", "alice", f"{CHAT}/add/", {"member": "dave"}, "member", BAD_NAME),
     Case("chat-add-member-again", "alice", "POST", f"{CHAT}/add/", {"member": "bob"}),
     *query_variants("chat-poll", "alice", f"{CHAT}/poll/", "after", BAD_PAGE | {"zero": "-0"}),
+    *query_variants("chat-older", "alice", f"{CHAT}/older/", "before", BAD_PAGE | BAD_DIGITS),
     *[
         case
         for label, chat_id in BAD_ID.items()
@@ -266,6 +269,14 @@ CASES += [
                 status=404,
             ),
             Case(
+                f"chat-older-id={label}",
+                "alice",
+                "GET",
+                f"/chat/{chat_id}/older/",
+                {"before": "2"},
+                status=404,
+            ),
+            Case(
                 f"chat-add-id={label}",
                 "alice",
                 "POST",
@@ -280,6 +291,7 @@ CASES += [
     Case("chat-room-non-member", "dave", "GET", f"{CHAT}/", status=403),
     Case("chat-send-non-member", "dave", "POST", f"{CHAT}/send/", {"text": "hi"}, status=403),
     Case("chat-poll-non-member", "dave", "GET", f"{CHAT}/poll/", {"after": "0"}, status=403),
+    Case("chat-older-non-member", "dave", "GET", f"{CHAT}/older/", {"before": "2"}, status=403),
     Case("chat-add-non-member", "dave", "POST", f"{CHAT}/add/", {"member": "dave"}, status=403),
     Case("chat-leave-non-member", "dave", "POST", f"{CHAT}/leave/", status=403),
 ]
@@ -397,6 +409,7 @@ LOGIN_PAGES = [
     "/chat/",
     f"{CHAT}/",
     f"{CHAT}/poll/",
+    f"{CHAT}/older/",
 ]
 LOGIN_ACTIONS = [
     ("/market/buy/", BUY),
