@@ -30,7 +30,7 @@ def column_chart(
     points: list[tuple[int, int]], *, width: int = 640, height: int = 200, label_every: int = 5
 ) -> SafeString:
     """Columns of ``(unix time, count)`` points, oldest left; times labelled HH:MM UTC."""
-    left, bottom, top, right = 44, 24, 10, 8
+    left, bottom, top, right = 44, 24, 16, 8  # room for labels of the phone size
     plot_w, plot_h = width - left - right, height - top - bottom
     top_value = _nice_max(max((count for _, count in points), default=0))
     parts = [

@@ -141,6 +141,8 @@ class MaintenanceMiddleware:
     ``services.config.maintenance_status``, so Redis sees at most one read a second
     per process. If Redis cannot be reached the request goes on: the flag cannot be
     read, and a view that needs Redis answers the 503 of RedisUnavailableMiddleware.
+    A staff member let through finds the status in ``request.redisparts_maintenance``
+    (None when the flag is off), for a banner saying visitors see the maintenance page.
     """
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
@@ -156,6 +158,7 @@ class MaintenanceMiddleware:
                 logger.warning("maintenance flag unreadable, serving normally: %s", exc)
                 status = None
             user = getattr(request, "user", None)
+            request.redisparts_maintenance = status  # type: ignore[attr-defined]
             if status is not None and not getattr(user, "is_staff", False):
                 response = TemplateResponse(
                     request, MAINTENANCE_TEMPLATES, {"maintenance": status}, status=503

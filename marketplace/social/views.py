@@ -23,6 +23,7 @@ from redisparts_app.exceptions import (
     InvalidKeyPart,
     MailMessageNotFound,
     NotChatMember,
+    RedisPartsError,
 )
 from redisparts_app.keys import validate_key_part
 from redisparts_app.services import chat
@@ -32,7 +33,7 @@ from redisparts_app.services.mail import Mailbox
 from ..ratelimits import sending_refused
 from ..refusals import refusal
 from .forms import AddMemberForm, ChatCreateForm, ChatMessageForm, ComposeForm, GuildForm
-from .guilds import all_guilds, recipient_suggestions, user_guilds
+from .guilds import all_guilds, recipient_suggestions, share_a_guild, user_guilds
 
 MAIL_PAGE_SIZE = 10
 # Chat history messages a chat page opens with, and per "Show older messages".
@@ -167,10 +168,27 @@ def suggest_recipients(request: HttpRequest) -> HttpResponse:
         prefix = _prefix(raw)
     except ValueError as exc:
         return _error(request, 400, refusal(exc))
-    names = recipient_suggestions(request.user.username, prefix, SUGGESTIONS)
-    recent = set(RecentContacts(request.user.username).names())
+    user = request.user.username
+    # Twice as many as shown: some are left out below.
+    names = recipient_suggestions(user, prefix, 2 * SUGGESTIONS)
+    if field == "to":  # guild mail goes only to someone who shares a guild
+        names = [name for name in names if share_a_guild(user, name)]
+    elif field == "member":  # adding to a chat: not someone already in it
+        present = _chat_members_seen_by(user, request.GET.get("chat", ""))
+        names = [name for name in names if name not in present]
+    names = names[:SUGGESTIONS]
+    recent = set(RecentContacts(user).names())
     context = {"names": names, "field": field, "head": head, "recent": recent}
     return render(request, "marketplace/social/_suggestions.html", context)
+
+
+def _chat_members_seen_by(user: str, chat_id: str) -> set[str]:
+    """The members of chat ``chat_id`` if ``user`` is one of them, else nobody."""
+    try:
+        members = chat.chat_members(validate_key_part(chat_id, "chat"))
+    except (RedisPartsError, ValueError):
+        return set()
+    return set(members) if user in members else set()
 
 
 # Guild mail ------------------------------------------------------------------------------

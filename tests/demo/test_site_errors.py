@@ -1,12 +1,14 @@
 """The demo's error answers: styled 404/405/500 pages (DEBUG on too), service errors as
 sentences, the Outbox's exact recipient match, /login/ when signed in, and Redis out of
-memory answered with the 503 page by a real redis-server with a tiny maxmemory."""
+memory answered with the 503 page by a real redis-server with a tiny maxmemory; maintenance
+with its banner for staff; the navigation."""
 
 import pytest
 import redis
 from django.contrib.auth.models import User
 from django.core.mail import send_mail
-from django.test import RequestFactory, override_settings
+from django.test import Client, RequestFactory, override_settings
+from django.urls import reverse
 from django.views.defaults import server_error
 
 from marketplace.demo_data import CHAT_ID, load
@@ -14,6 +16,7 @@ from marketplace.refusals import refusal
 from redisparts_app.exceptions import InvalidArgument
 from redisparts_app.keys import validate_key_part
 from redisparts_app.middleware import redis_unavailable
+from redisparts_app.services import config
 from redisparts_app.services.mail import Mailbox
 
 
@@ -257,3 +260,28 @@ def test_a_rate_limited_new_chat_comes_back_in_its_form(client, demo, settings):
     assert response.status_code == 429
     assert "You are sending chat messages too fast. Try again in" in body
     assert "Kept first message</textarea>" in body
+
+
+def test_maintenance_turns_visitors_away_and_shows_staff_a_banner(client, demo):
+    config.set_maintenance(message="Upgrading the market")
+    config.clear_local_cache()
+    try:
+        visitor = client.get("/market/")
+        assert visitor.status_code == 503
+        assert "Upgrading the market" in text_of(visitor)
+        assert login(client, "alice").get("/market/").status_code == 503
+        staff = login(Client(), "admin").get("/market/")
+        assert_site_page(staff, 200, "Maintenance mode is on: visitors see the maintenance page")
+        assert "Upgrading the market" in text_of(staff)
+        assert reverse("admin:redisparts_config") in text_of(staff)
+    finally:
+        config.clear_maintenance()
+        config.clear_local_cache()
+    calm = login(Client(), "admin").get("/market/")
+    assert "maintenance-banner" not in text_of(calm)
+
+
+def test_the_navigation_leads_to_every_page_of_the_site(client, demo):
+    page = text_of(login(client, "alice").get("/"))
+    for path in ("/market/", "/guild/", "/mail/", "/chat/", "/outbox/", "/friends/", "/stats/"):
+        assert f'href="{path}"' in page.split("</nav>")[0]

@@ -15,6 +15,7 @@ from redisparts_app.services.autocomplete import RecentContacts
 from redisparts_app.services.chat import chat_members, read_messages
 from redisparts_app.services.logs import log_recent
 from redisparts_app.services.mail import Mailbox
+from redisparts_app.services.stats import ACCESS_TIME, update_stats
 
 pytestmark = pytest.mark.cluster
 
@@ -139,6 +140,14 @@ def test_stats_page_charts_requests_and_response_times(client, demo):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
     assert "<script>alert(1)</script>" not in body
     assert client.get("/stats/?range=day&log=django&severity=warning").status_code == 200
+
+
+def test_stats_page_leaves_the_admins_pages_out(client, demo):
+    update_stats("admin.redisparts_locks", ACCESS_TIME, 9.0)  # slower than any site view
+    login(client, "alice").get("/market/")
+    body = client.get("/stats/").content.decode()
+    assert "<title>market</title>" in body
+    assert "admin.redisparts" not in body
 
 
 def test_stats_page_shows_the_market_copied_into_the_database(client, demo):

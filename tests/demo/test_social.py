@@ -148,6 +148,42 @@ def test_recipient_suggestions_offer_recent_contacts_first(alice):
     assert re.findall(r'data-value="([^"]*)"', response.text) == ["bob, Zoë, "]
 
 
+def test_to_suggestions_offer_only_people_you_can_mail(alice, carol):
+    # carol is a recent contact of alice (a chat), but they share no guild.
+    RecentContacts("alice").add("carol")
+    response = alice.get("/contacts/suggest/", {"field": "to", "to": "c"})
+    assert re.findall(r'data-value="([^"]*)"', response.text) == []
+    assert (
+        alice.post("/mail/compose/", {"to": "carol", "subject": "s", "body": "b"}).status_code
+        == 400
+    )
+    # In a chat's member field she is offered: chats are not bound to guilds.
+    response = alice.get("/contacts/suggest/", {"field": "member", "member": "c"})
+    assert re.findall(r'data-value="([^"]*)"', response.text) == ["carol"]
+    # carol without a guild gets no To suggestions at all, only her recent contacts elsewhere.
+    RecentContacts("carol").add("alice")
+    AddressBook("pirates").leave("carol")
+    assert "alice" not in carol.get("/contacts/suggest/", {"field": "to", "to": "a"}).text
+
+
+def test_add_member_suggestions_leave_out_the_chats_members(alice):
+    chat_id = chat.create_chat("alice", ["bob"], "hi")
+    RecentContacts("alice").add("bob")
+    RecentContacts("alice").add("bruno")
+    query = {"field": "member", "member": "b"}
+    anywhere = alice.get("/contacts/suggest/", query)
+    assert re.findall(r'data-value="([^"]*)"', anywhere.text) == ["bruno", "bob"]
+    page = alice.get(f"/chat/{chat_id}/").text
+    assert f"field=member&amp;chat={chat_id}" in page
+    in_chat = alice.get("/contacts/suggest/", {**query, "chat": chat_id})
+    assert re.findall(r'data-value="([^"]*)"', in_chat.text) == ["bruno"]
+    # A chat the user is not in, or a bad id, tells nothing about its members.
+    other = chat.create_chat("carol", ["bob"], "hi")
+    for chat_param in (other, "a:b{", "x" * 5000):
+        response = alice.get("/contacts/suggest/", {**query, "chat": chat_param})
+        assert re.findall(r'data-value="([^"]*)"', response.text) == ["bruno", "bob"]
+
+
 def test_mail_from_alice_reaches_bobs_inbox_unread(alice, bob):
     response = alice.post(
         "/mail/compose/", {"to": "bob", "subject": "Raid", "body": "At 8:00 {x}*"}

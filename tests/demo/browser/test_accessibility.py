@@ -11,7 +11,7 @@ from django.urls import reverse
 from marketplace.demo_data import CHAT_ID
 from redisparts_app.admin.views import NAVIGATION
 
-from .helpers import ROOT, log_in
+from .helpers import ROOT, log_in, save_screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -75,6 +75,8 @@ def test_site_pages_have_no_serious_violation(new_page, axe_script, width):
     report = scan(page, ["/login/"])
     log_in(page, "alice", "alice-demo")
     report |= scan(page, SITE_PAGES)
+    page.goto("/")
+    save_screenshot(page, f"site-home-{width}")
     assert report == {}, json.dumps(report, indent=1)
 
 
