@@ -161,6 +161,15 @@ def _monitoring_errors() -> list[CheckMessage]:
                     id="redisparts.E001",
                 )
             )
+    share = app_settings.HEALTH_MEMORY_MAX_SHARE
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+        errors.append(
+            Error(
+                f"REDISPARTS['HEALTH_MEMORY_MAX_SHARE'] must be a number above 0 and at most 1, "
+                f"got {share!r}.",
+                id="redisparts.E001",
+            )
+        )
     token = app_settings.METRICS_TOKEN
     if token is not None and (
         not isinstance(token, str) or len(token) < 16 or not token.isprintable()

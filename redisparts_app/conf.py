@@ -153,6 +153,9 @@ DEFAULTS: dict[str, Any] = {
     # Bytes a replica may be behind its master's offset; None: not checked (write bursts
     # make it jump between the replica's once-a-second acknowledgements).
     "HEALTH_REPLICATION_MAX_LAG_BYTES": None,
+    # Share of maxmemory in use above which the memory check fails (0 < share <= 1); servers
+    # without a maxmemory are not checked.
+    "HEALTH_MEMORY_MAX_SHARE": 0.9,
     # Bearer token that opens the metrics and health endpoints (urls.py) to a scraper,
     # besides staff sessions; None: staff sessions only. At least 16 characters.
     "METRICS_TOKEN": None,

@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from redisparts_app.monitoring.health import (
     ExpiredLeases,
     LocksWithoutTTL,
+    MemoryNearLimit,
     QueueBacklog,
     RedisReachable,
     ReplicationLag,
@@ -193,6 +194,37 @@ def test_replication_check_fails_while_a_replica_is_stopped(redis_server_factory
         replica.stop()
 
 
+@pytest.mark.single_server
+def test_memory_check_fails_near_maxmemory_and_ignores_a_server_without_one(
+    redis_server_factory,
+):
+    server = redis_server_factory(args=["--maxmemory-policy", "noeviction"])
+    settings = {"CONNECTIONS": {"default": {"CACHE": "default"}, "small": server.url}}
+    with override_settings(REDISPARTS=settings), server.client() as client:
+        check = MemoryNearLimit(connection="small")
+        client.set("ballast", "x" * 1_000_000)
+        check.run()  # no maxmemory: nothing to be near
+        used = client.info("memory")["used_memory"]
+        client.config_set("maxmemory", str(used * 3))
+        check.run()  # a third used
+        client.config_set("maxmemory", str(int(used / 0.95)))
+        message = failure(check)
+        assert "of maxmemory in use" in message
+        assert "limit 90%" in message
+        [found] = figures.memory_figures(client=client)
+        assert found.node is None
+        assert found.used > 0.9 * found.maxmemory
+        client.delete("ballast")  # frees a megabyte
+        check.run()
+
+
+def test_memory_figures_cover_every_node(redis_backend):
+    found = figures.memory_figures()
+    assert len(found) == (6 if redis_backend == "cluster" else 1)
+    assert all(figure.used > 0 for figure in found)
+    MemoryNearLimit().run()
+
+
 def test_replica_lags_cover_every_node(redis_backend):
     lags = figures.replica_lags()
     if redis_backend == "cluster":
@@ -359,6 +391,8 @@ def test_metrics_accept_get_only(staff):
         ("HEALTH_QUEUE_MAX_AGE", -1),
         ("HEALTH_LEASE_GRACE", "30"),
         ("HEALTH_REPLICATION_MAX_LAG_BYTES", float("nan")),
+        ("HEALTH_MEMORY_MAX_SHARE", 0),
+        ("HEALTH_MEMORY_MAX_SHARE", 1.5),
     ],
 )
 def test_bad_monitoring_settings_are_system_check_errors(setting, value):

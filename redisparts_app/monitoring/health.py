@@ -13,6 +13,8 @@ django-health-check installed. The checks (figures and messages come from
 - ``LocksWithoutTTL``: no lock's owner key lacks a TTL (such a lock is never freed).
 - ``ReplicationLag``: every replica is online and within HEALTH_REPLICATION_MAX_LAG
   seconds (and HEALTH_REPLICATION_MAX_LAG_BYTES when set); on a cluster, of every node.
+- ``MemoryNearLimit``: no server with a maxmemory uses more than HEALTH_MEMORY_MAX_SHARE
+  of it (beyond, writes are refused or keys evicted); on a cluster, every node.
 
 Use them in django-health-check's own view, e.g. a public probe::
 
@@ -47,6 +49,7 @@ __all__ = [
     "ExpiredLeases",
     "HealthView",
     "LocksWithoutTTL",
+    "MemoryNearLimit",
     "QueueBacklog",
     "RedisReachable",
     "ReplicationLag",
@@ -143,6 +146,16 @@ class ReplicationLag(ComponentCheck):
         )
 
 
+@dataclasses.dataclass(repr=False)
+class MemoryNearLimit(ComponentCheck):
+    """No server uses more than REDISPARTS["HEALTH_MEMORY_MAX_SHARE"] of its maxmemory."""
+
+    def problems(self, client: Client) -> list[str]:
+        return figures.memory_problems(
+            figures.memory_figures(client=client), float(app_settings.HEALTH_MEMORY_MAX_SHARE)
+        )
+
+
 def redisparts_checks() -> list[tuple[type[HealthCheck], dict[str, Any]]]:
     """Return the checks, as HealthCheckView's ``checks`` takes them, for the current settings."""
     return [
@@ -151,6 +164,7 @@ def redisparts_checks() -> list[tuple[type[HealthCheck], dict[str, Any]]]:
         (ExpiredLeases, {}),
         (LocksWithoutTTL, {}),
         (ReplicationLag, {}),
+        (MemoryNearLimit, {}),
     ]
 
 

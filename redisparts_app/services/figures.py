@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from redis.cluster import RedisCluster
+
 from ..checks import probe
 from ..conf import app_settings
 from ..connection import Client, resolve_client, slot_client
@@ -44,6 +46,7 @@ from .tasks import TaskQueue, queue_groups
 __all__ = [
     "GroupFigures",
     "LockFigures",
+    "MemoryFigures",
     "QueueFigures",
     "ReplicaLag",
     "SemaphoreFigures",
@@ -55,6 +58,8 @@ __all__ = [
     "lease_problems",
     "lock_figures",
     "lock_problems",
+    "memory_figures",
+    "memory_problems",
     "overview",
     "queue_figures",
     "replica_lags",
@@ -393,6 +398,49 @@ def replication_problems(
                     f"(limit {max_lag:g}s)"
                 )
     return problems
+
+
+# -- memory -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryFigures:
+    """Bytes a server uses and its maxmemory (0: none set); ``node`` None off a Cluster."""
+
+    node: str | None
+    used: int
+    maxmemory: int
+
+
+def memory_figures(*, client: Client | None = None) -> list[MemoryFigures]:
+    """Return the memory in use and maxmemory of every server behind ``client``."""
+    return [
+        MemoryFigures(node, int(info["used_memory"]), int(info.get("maxmemory", 0)))
+        for node, info in _each_node(resolve_client(client), lambda c: c.info("memory"))
+    ]
+
+
+def memory_problems(figures: Iterable[MemoryFigures], max_share: float) -> list[str]:
+    """Describe servers using more than ``max_share`` of their maxmemory: near it, writes
+    are refused (noeviction) or keys evicted, locks and queued tasks among them."""
+    problems = []
+    for found in figures:
+        if found.maxmemory and found.used > max_share * found.maxmemory:
+            where = f"node {found.node}: " if found.node else ""
+            problems.append(
+                f"{where}{found.used / found.maxmemory:.0%} of maxmemory in use "
+                f"({found.used} of {found.maxmemory} bytes; limit {max_share:.0%})"
+            )
+    return problems
+
+
+def _each_node(client: Client, read: Callable[[Any], _T]) -> list[tuple[str | None, _T]]:
+    """``read`` of every server behind ``client``: each node of a Cluster (by address),
+    else the one server (node None)."""
+    if not isinstance(client, RedisCluster):
+        return [(None, read(client))]
+    nodes = sorted(client.get_nodes(), key=lambda node: node.name)
+    return [(node.name, read(node.redis_connection)) for node in nodes]
 
 
 def unreachable(alias: str) -> str | None:

@@ -236,6 +236,15 @@ def test_pages_that_only_read_still_work_while_redis_is_out_of_memory(client, fu
     assert Mailbox("alice").unread_count() >= 0
 
 
+@pytest.mark.single_server
+def test_health_reports_redis_out_of_memory(client, full_redis):
+    response = login(client, "admin").get("/health/?format=json")
+    assert response.status_code == 500
+    failing = {name: text for name, text in response.json().items() if text != "OK"}
+    assert list(failing) == ["MemoryNearLimit"], failing
+    assert "of maxmemory in use" in failing["MemoryNearLimit"]
+
+
 def test_a_rate_limited_mail_comes_back_in_its_form_with_when_to_retry(client, demo, settings):
     settings.MARKETPLACE = {**settings.MARKETPLACE, "RATE_LIMITS": {"mail": (1, 60)}}
     client = login(client, "alice")
