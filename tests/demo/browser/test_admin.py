@@ -7,6 +7,7 @@ from django.urls import reverse
 from playwright.sync_api import expect
 
 from redisparts_app.services.locks import Lock
+from redisparts_app.services.semaphores import Semaphore
 from redisparts_app.services.tasks import TaskQueue, Worker
 from tests.tasks_helpers import DONE, fails_until_flag, wait_until
 
@@ -101,3 +102,38 @@ def test_live_pages_refresh_in_place_and_wait_while_a_task_is_selected(new_page)
     page.get_by_role("button", name="Pause").click()
     expect(page.locator("#rp-live-status")).to_have_text("Paused.")
     save_screenshot(page, "admin-live-paused")
+
+
+def test_a_stuck_lock_and_a_semaphore_permit_are_released_after_the_browser_asks(new_page):
+    lock = Lock("stuck-door", ttl=600)
+    lock.acquire()
+    semaphore = Semaphore("printers", 1, timeout=600)
+    holder = semaphore.acquire(reason="jammed")
+    page = new_page()
+    log_in(page, "admin", "admin-demo")
+    asked: list[str] = []
+
+    def answer(dialog) -> None:
+        asked.append(dialog.message)
+        if len(asked) == 1:
+            dialog.dismiss()
+        else:
+            dialog.accept()
+
+    page.on("dialog", answer)
+    page.goto(reverse("admin:redisparts_locks"))
+    row = page.locator("tr", has_text="stuck-door")
+    row.get_by_role("button", name="Release").click()  # dismissed: nothing happens
+    assert asked
+    assert lock.owned()
+    row.get_by_role("button", name="Release").click()
+    expect(page.locator(".messagelist")).to_contain_text("Lock stuck-door released")
+    assert "Release lock stuck-door?" in asked[0]
+    assert not lock.owned()
+
+    page.goto(reverse("admin:redisparts_semaphores"))
+    page.get_by_role("row", name=holder).get_by_role("button", name="Release").click()
+    expect(page.locator(".messagelist")).to_contain_text("Permit released on printers")
+    assert semaphore.holders() == []
+    assert semaphore.refresh(holder) is False
+    save_screenshot(page, "admin-permit-released")
