@@ -1,6 +1,7 @@
 """axe-core (from the npm registry, injected by Playwright) finds no serious or critical
-accessibility violation on any page of the site or of the Redis parts admin, at desktop
-and phone widths."""
+accessibility violation on any page of the site (signed out, signed in, the maintenance
+and error pages) or of the Redis parts admin (every page, a task's page), at desktop and
+phone widths."""
 
 import json
 import os
@@ -10,6 +11,9 @@ from django.urls import reverse
 
 from marketplace.demo_data import CHAT_ID
 from redisparts_app.admin.views import NAVIGATION
+from redisparts_app.services import config
+from redisparts_app.services.tasks import TaskQueue, Worker
+from tests.tasks_helpers import fails_until_flag
 
 from .helpers import ROOT, log_in, save_screenshot
 
@@ -29,6 +33,7 @@ SITE_PAGES = [
     "/mail/1/",
     "/chat/",
     f"/chat/{CHAT_ID}/",
+    f"/chat/{CHAT_ID}/older/?before=2",
     "/no-such-page/",
 ]
 SERIOUS = ("serious", "critical")
@@ -72,7 +77,14 @@ def axe_script():
 def test_site_pages_have_no_serious_violation(new_page, axe_script, width):
     page = new_page()
     page.set_viewport_size(dict(zip(("width", "height"), WIDTHS[width], strict=True)))
-    report = scan(page, ["/login/"])
+    report = scan(page, ["/login/", "/admin/login/"])
+    config.set_maintenance(message="Upgrading")
+    config.clear_local_cache()
+    try:
+        report |= scan(page, ["/market/"])  # the maintenance page
+    finally:
+        config.clear_maintenance()
+        config.clear_local_cache()
     log_in(page, "alice", "alice-demo")
     report |= scan(page, SITE_PAGES)
     page.goto("/")
@@ -85,7 +97,10 @@ def test_admin_pages_have_no_serious_violation(new_page, axe_script, width):
     page = new_page()
     page.set_viewport_size(dict(zip(("width", "height"), WIDTHS[width], strict=True)))
     log_in(page, "admin", "admin-demo")
-    paths = [reverse("admin:index")]
+    fails_until_flag.enqueue("axe")
+    Worker(["default"]).run(burst=True)
+    [failed] = TaskQueue().failed()
+    paths = [reverse("admin:index"), reverse("admin:redisparts_task", args=["default", failed.id])]
     for _label, name in NAVIGATION:
         changelist = "admin:redisparts_app_redisparts_changelist"
         paths.append(reverse(changelist if name == "changelist" else f"admin:redisparts_{name}"))
