@@ -567,7 +567,7 @@ def test_queue_peek_is_paged_with_ranges(admin_client):
 # -- market, mail, presence, GeoIP --------------------------------------------------------
 
 
-def test_market_page_shows_listings_the_outbox_and_a_users_account(admin_client):
+def test_market_page_shows_listings_the_outbox_and_a_users_account(admin_client, redis_client):
     market.create_user("ann", 10_000)
     market.create_user("ben", 250_075)
     for item, price in (("Lantern", 500), ("Oak shield", 120)):
@@ -585,6 +585,9 @@ def test_market_page_shows_listings_the_outbox_and_a_users_account(admin_client)
     assert "Lantern" in account
     nobody = admin_client.get(url("admin:redisparts_market"), {"user": "nobody"})
     assert "There is no market user named nobody." in nobody.content.decode()
+    redis_client.zadd(market.outbox_key(), {"{not json": 0})  # written by hand, by mistake
+    broken = admin_client.get(url("admin:redisparts_market")).content.decode()
+    assert "The outbox holds a record that cannot be read" in broken
     hostile = admin_client.get(url("admin:redisparts_market"), {"user": "a:b{c}"})
     assert hostile.status_code == 200
     assert "errornote" in hostile.content.decode()

@@ -29,12 +29,17 @@ MAX_LOOKUP_LENGTH = 200
 def market_overview(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpResponse:
     pages = offset_page(request, market.count_listings(), LISTINGS_PER_PAGE)
     user, account, error = _look_up(request, "user", _account)
+    try:
+        sales, unreadable = market.pending_sales(SALES_SHOWN), ""
+    except ValueError as exc:  # a record the relay cannot read either: it stays, shown here
+        sales, unreadable = [], str(exc)
     context = {
         "title": "Market",
         "listings": market.get_listings(pages["start"], LISTINGS_PER_PAGE),
         "pages": pages,
         "pending": market.count_pending_sales(),
-        "sales": market.pending_sales(SALES_SHOWN),
+        "sales": sales,
+        "unreadable": unreadable,
         "user": user,
         "account": account,
         "error": error,
