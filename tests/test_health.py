@@ -168,8 +168,6 @@ def test_replication_check_fails_while_a_replica_is_stopped(redis_server_factory
         }
         with override_settings(REDISPARTS=settings):
             check = ReplicationLag(connection="primary")
-            check.run()
-            os.kill(replica.pid, signal.SIGSTOP)
             writer = master.client()
 
             def lagging() -> bool:
@@ -180,6 +178,10 @@ def test_replication_check_fails_while_a_replica_is_stopped(redis_server_factory
                     return True
                 return False
 
+            # A replica acknowledges once a second: on a loaded machine an acknowledgement
+            # can come late, so the check is given time to pass first.
+            wait_until(lambda: not lagging(), 15, "the replication check to pass")
+            os.kill(replica.pid, signal.SIGSTOP)
             wait_until(lagging, 15, "the replication check to fail")
             message = failure(check)
             assert f"replica 127.0.0.1:{replica.port} last acknowledged" in message
