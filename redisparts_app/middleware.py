@@ -15,14 +15,20 @@
 - ``PresenceMiddleware``: records signed-in users' activity (who is online).
 - ``ResponseTimeMiddleware``: each view's response time in the hourly statistics.
 
+Each is sync and async capable (Django's middleware rules): under ASGI with async views
+the chain stays async, and the few Redis calls run in a worker thread (``sync_to_async``)
+instead of the whole request being adapted.
+
 Import: ``from redisparts_app.middleware import PresenceMiddleware``.
 """
 
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 import redis
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from django.template.response import TemplateResponse
@@ -55,6 +61,50 @@ UNAVAILABLE_REPLIES = (
 )  # fmt: skip
 
 
+class _Middleware:
+    """Sync and async capable: ``__call__`` runs ``before`` (which may answer instead of the
+    view), the rest of the chain, then ``after``. In the async chain a hook a subclass
+    defines runs in Django's thread for sync code (``sync_to_async``): it talks to Redis,
+    and may read ``request.user`` from the database."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self._async = iscoroutinefunction(get_response)
+        if self._async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self._async:
+            return self._acall(request)
+        state = self.before(request)
+        if isinstance(state, HttpResponseBase):
+            return state
+        response = self.get_response(request)
+        self.after(request, state)
+        return response
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        state = None
+        if type(self).before is not _Middleware.before:
+            state = await sync_to_async(self.before)(request)
+        if isinstance(state, HttpResponseBase):
+            return state
+        response = await self.get_response(request)
+        if type(self).after is not _Middleware.after:
+            await sync_to_async(self.after)(request, state)
+        return response
+
+    def before(self, request: HttpRequest) -> Any:
+        """Work before the view: a response to answer with, or a state for ``after``."""
+        return None
+
+    def after(self, request: HttpRequest, state: Any) -> None:
+        """Work once the response is ready."""
+
+
 def redis_unavailable(exc: BaseException) -> bool:
     """Tell whether ``exc`` says Redis cannot serve now (a 503), not that the code is wrong.
 
@@ -76,7 +126,7 @@ def redis_unavailable(exc: BaseException) -> bool:
     return any(f"-{reply} " in text or f" {reply} " in text for reply in ("OOM", "READONLY"))
 
 
-class RedisUnavailableMiddleware:
+class RedisUnavailableMiddleware(_Middleware):
     """Turn a Redis failure raised by a view into a 503 response.
 
     A failure is what ``redis_unavailable`` says: unreachable, timed out, or refusing
@@ -84,12 +134,6 @@ class RedisUnavailableMiddleware:
     Renders ``503.html`` (the project's, or the app's fallback) with a
     ``Retry-After`` header; other errors pass through untouched.
     """
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        return self.get_response(request)
 
     def process_exception(
         self, request: HttpRequest, exception: Exception
@@ -104,7 +148,7 @@ class RedisUnavailableMiddleware:
         return response.render()
 
 
-class PresenceMiddleware:
+class PresenceMiddleware(_Middleware):
     """Record each signed-in user's activity for the presence component (who is online).
 
     Add after ``AuthenticationMiddleware``. The user is the username, the device the
@@ -113,14 +157,10 @@ class PresenceMiddleware:
     recorded, and with Redis unreachable the request goes on (logged at WARNING).
     """
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+    def before(self, request: HttpRequest) -> None:
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated:
             self.record(user.get_username(), getattr(request.session, "session_key", None))
-        return self.get_response(request)
 
     def record(self, username: str, session_key: str | None) -> None:
         try:
@@ -131,7 +171,7 @@ class PresenceMiddleware:
             logger.warning("presence of %s not recorded: %s", username, exc)
 
 
-class MaintenanceMiddleware:
+class MaintenanceMiddleware(_Middleware):
     """Answer everyone but staff with the maintenance page while the flag is set.
 
     Add ``redisparts_app.middleware.MaintenanceMiddleware`` after Django's
@@ -145,10 +185,7 @@ class MaintenanceMiddleware:
     (None when the flag is off), for a banner saying visitors see the maintenance page.
     """
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+    def before(self, request: HttpRequest) -> HttpResponseBase | None:
         if not request.path.startswith(tuple(app_settings.MAINTENANCE_EXEMPT_PATHS)):
             try:
                 status = maintenance_status()
@@ -165,10 +202,10 @@ class MaintenanceMiddleware:
                 )
                 response["Retry-After"] = str(status.retry_after)
                 return response.render()
-        return self.get_response(request)
+        return None
 
 
-class ResponseTimeMiddleware:
+class ResponseTimeMiddleware(_Middleware):
     """Time each resolved request and record it per view; never turns a response into an error.
 
     Add after the middleware that may answer early, so the time covers the view::
@@ -189,17 +226,25 @@ class ResponseTimeMiddleware:
     # Seconds from an arbitrary origin; a subclass may swap it (tests step it by hand).
     timer = staticmethod(time.perf_counter)
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+    def __call__(self, request: HttpRequest) -> Any:
+        if self._async:
+            return self._acall(request)
         start = self.timer()
         response = self.get_response(request)
-        elapsed = self.timer() - start
+        self.after(request, self.timer() - start)
+        return response
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        # Timed in the event loop; only the recording goes to a thread.
+        start = self.timer()
+        response = await self.get_response(request)
+        await sync_to_async(self.after)(request, self.timer() - start)
+        return response
+
+    def after(self, request: HttpRequest, elapsed: float) -> None:
         match = getattr(request, "resolver_match", None)
         if match is not None:
             self.record(match.view_name.replace(":", "."), elapsed)
-        return response
 
     def record(self, view: str, seconds: float) -> None:
         try:
