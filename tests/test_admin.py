@@ -189,6 +189,7 @@ def test_locks_semaphores_and_chats_pages(admin_client):
     chats = admin_client.get(url("admin:redisparts_chats")).content.decode()
     members = dict(re.findall(r'rp-member">(\w+) \((\d+)\)', chats))
     assert members == {"ann": "2", "bob": "0", "cid": "2"}
+    assert '<td class="rp-history">2</td>' in chats  # both messages kept in the history
     lock.release()
     sem.release(holder)
 

@@ -67,13 +67,15 @@ class Page(Generic[T]):
 
 @dataclass(frozen=True)
 class ChatOverview:
-    """One chat: members with their pending message counts, messages held, last id."""
+    """One chat: members with their pending message counts, messages held for members
+    who have not fetched them, messages kept in its history, last id."""
 
     id: str
     members: dict[str, int]
     pending: dict[str, int]
     held: int
     last_id: int
+    history: int = 0
 
 
 def _registry_page(
@@ -140,13 +142,15 @@ def chat_overview(chat_id: str, *, client: Client | None = None) -> ChatOverview
         pipe.zcount(names["msgs"], f"({last}", "+inf")
     pipe.zcard(names["msgs"])
     pipe.get(names["ids"])
-    *pending, held, last_id = pipe.execute()
+    pipe.zcard(names["history"])
+    *pending, held, last_id, history = pipe.execute()
     return ChatOverview(
         id=chat_id,
         members=members,
         pending=dict(zip(members, (int(n) for n in pending), strict=True)),
         held=int(held),
         last_id=int(last_id or 0),
+        history=int(history),
     )
 
 
