@@ -23,6 +23,7 @@ __all__ = [
     "ONLINE_PER_PAGE",
     "SEMAPHORES_PER_PAGE",
     "TASKS_PER_PAGE",
+    "counted_page",
     "cursor_page",
     "int_param",
     "offset_page",
@@ -65,6 +66,20 @@ def offset_page(request: HttpRequest, total: int, size: int) -> dict[str, Any]:
         "previous": page - 1 if page > 1 else None,
         "next": page + 1 if page < count else None,
     }
+
+
+def counted_page(
+    request: HttpRequest, read: Callable[[int, int], tuple[T, int]], size: int
+) -> tuple[T, dict[str, Any]]:
+    """The page ``?page=`` of a list whose read also counts it: ``read(start, size)``
+    gives (entries, total). One read, a second only when the page asked for is past the
+    end (it shows the last page)."""
+    start = (int_param(request, "page", 1, 1) - 1) * size
+    entries, total = read(start, size)
+    pages = offset_page(request, total, size)
+    if pages["start"] != start:
+        entries, _total = read(pages["start"], size)
+    return entries, pages
 
 
 def cursor_page(

@@ -13,8 +13,14 @@ from django.http import HttpRequest, HttpResponse
 
 from ...exceptions import RedisPartsError, UnknownUser
 from ...services import geoip, market, presence
-from ...services.mail import Mailbox
-from .paging import LISTINGS_PER_PAGE, MAIL_PER_PAGE, ONLINE_PER_PAGE, offset_page
+from ...services.mail import Mailbox, MailPage
+from .paging import (
+    LISTINGS_PER_PAGE,
+    MAIL_PER_PAGE,
+    ONLINE_PER_PAGE,
+    counted_page,
+    offset_page,
+)
 
 __all__ = ["SALES_SHOWN", "geoip_lookup", "mailbox", "market_overview", "online"]
 
@@ -51,9 +57,9 @@ def mailbox(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpRespons
     user, box, error = _look_up(request, "user", Mailbox)
     context: dict[str, Any] = {"title": "Mail", "user": user, "error": error}
     if box is not None:
-        pages = offset_page(request, box.fetch(0, 1).total, MAIL_PER_PAGE)
+        mail, pages = counted_page(request, _mail_page(box), MAIL_PER_PAGE)
         context |= {
-            "mail": box.fetch(pages["start"], MAIL_PER_PAGE),
+            "mail": mail,
             "pages": pages,
             "query_prefix": urlencode({"user": user}) + "&",
         }
@@ -61,9 +67,7 @@ def mailbox(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpRespons
 
 
 def online(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpResponse:
-    _users, total = presence.online_page(0, 1)
-    pages = offset_page(request, total, ONLINE_PER_PAGE)
-    users, total = presence.online_page(pages["start"], ONLINE_PER_PAGE)
+    users, pages = counted_page(request, presence.online_page, ONLINE_PER_PAGE)
     user, friendship, error = _look_up(request, "user", _friendship)
     context = {
         "title": "Presence",
@@ -105,6 +109,14 @@ def _look_up(
         return value, None, f"There is no market user named {value}."
     except (RedisPartsError, ValueError) as exc:
         return value, None, str(exc)
+
+
+def _mail_page(box: Mailbox) -> Callable[[int, int], tuple[MailPage, int]]:
+    def read(start: int, count: int) -> tuple[MailPage, int]:
+        page = box.fetch(start, count)
+        return page, page.total
+
+    return read
 
 
 def _account(user: str) -> dict[str, Any]:

@@ -77,10 +77,12 @@ def _workers(groups: list[figures.GroupFigures]) -> list[dict[str, object]]:
     A worker that died stays listed, its beat growing old, until the reaper forgets it.
     """
     rows: list[dict[str, object]] = []
+    if not groups:
+        return rows
+    seconds, micros = TaskQueue(groups[0].group).client.time()
+    now = seconds + micros / 1e6  # the server's clock, which the beats use: read once
     for group in groups:
         queue = TaskQueue(group.group)
-        seconds, micros = queue.client.time()
-        now = seconds + micros / 1e6  # the server's clock, which the beats use
         for worker, beat in sorted(queue.workers().items()):
             rows.append({"group": group.group, "worker": worker, "age": max(0.0, now - beat)})
     return rows
