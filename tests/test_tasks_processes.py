@@ -7,6 +7,7 @@ Completions are recorded by the tasks themselves in keys outside the queue's
 keyspace (tests.tasks_helpers.DONE / RUNS), an independent check of the invariant.
 """
 
+import os
 import random
 import signal
 import time
@@ -188,3 +189,29 @@ def test_task_that_kills_its_worker_mid_batch_alone_ends_in_quarantine(redis_cli
     # Its batch-mates ran (some twice: done but not yet acknowledged when it struck).
     assert {label.decode() for label in redis_client.smembers(DONE)} == healthy
     assert queue.counts()["inflight"] == 0
+
+
+def test_idle_worker_gets_its_task_claimed_on_wake_with_no_round_trip_of_its_own(redis_client):
+    """An idle worker's claim waits in the server behind its BLPOP: the enqueue that wakes
+    it moves the task in flight under it even while its process is stopped."""
+    worker = start_worker(["default"], lease=30, maintenance=30)
+    try:
+        # Idle: its heartbeat is recorded and it is blocked on the wake-up list.
+        assert wait_until(
+            lambda: (
+                redis_client.execute_command("CLIENT", "LIST", "TYPE", "normal").count(b"cmd=blpop")
+                == 1
+            )
+        )
+        os.kill(worker.pid, signal.SIGSTOP)
+        try:
+            task_id = record.enqueue("woken")
+            owners = TaskQueue().key("owners")
+            assert wait_until(lambda: redis_client.hget(owners, task_id) is not None, timeout=10)
+            assert not redis_client.sismember(DONE, "woken")  # claimed, not yet run
+        finally:
+            os.kill(worker.pid, signal.SIGCONT)
+        assert wait_until(lambda: redis_client.sismember(DONE, "woken"))
+    finally:
+        assert stop(worker) == 0
+    assert TaskQueue().counts()["inflight"] == 0

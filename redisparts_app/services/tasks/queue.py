@@ -382,12 +382,17 @@ class TaskQueue:
         lease: float,
         count: int,
         done: Sequence[dict[str, Any]] = (),
+        *,
+        wait: float = 0.0,
     ) -> tuple[list[tuple[dict[str, Any], int]], list[str]]:
         """Record the ``done`` task records as done, then ``claim`` up to ``count`` tasks.
 
         One script call: a worker's one round trip between two tasks. Return (claimed
         pairs, ids of done tasks ``worker_id`` no longer held, which are left as they are).
         The de-duplication key of a task recorded done is released.
+        ``wait`` > 0: first block up to that many seconds (≥ 0.01) for a wake-up token,
+        in the same round trip: the server runs the claim as soon as the token comes,
+        so an idle worker gets its task one round trip after the enqueue.
         """
         keys = list(_claim_keys(app_settings.KEY_PREFIX, self.group, tuple(queues)))
         deduped = [record for record in done if record.get("dedup")]
@@ -395,7 +400,16 @@ class TaskQueue:
         args = [worker_id, int(lease * 1000), count, len(queues), len(done)]
         args += [record["id"] for record in done]
         args += [record["id"] for record in deduped]
-        lost, found = lua.script(self.client, "queue_dequeue")(keys=keys, args=args)
+        if wait > 0:
+            # A pipeline's commands run in order on the server: the script runs right
+            # after BLPOP returns (a token or the timeout), with no reply in between.
+            with on_slot(self.client, keys[0]) as server:
+                pipe = server.pipeline(transaction=False)
+                pipe.blpop([keys[4]], timeout=max(0.01, wait))
+                lua.script(server, "queue_dequeue")(keys=keys, args=args, client=pipe)
+                _token, (lost, found) = pipe.execute()
+        else:
+            lost, found = lua.script(self.client, "queue_dequeue")(keys=keys, args=args)
         claimed = [
             (json.loads(found[index + 1]), int(found[index + 2]))
             for index in range(0, len(found), 3)
@@ -526,10 +540,6 @@ class TaskQueue:
             keys=keys, args=[BATCH, WAKE_CAP, *names]
         )
         return int(moved), None if next_ms < 0 else next_ms / 1000
-
-    def wait_for_work(self, timeout: float) -> None:
-        """Block up to ``timeout`` seconds (≥ 0.01) for a wake-up token from an enqueue."""
-        self.client.blpop([self.key("wake")], timeout=max(0.01, timeout))
 
     def wait_for_schedule(self, timeout: float) -> None:
         """Block up to ``timeout`` seconds for a new delayed task or retry."""

@@ -23,8 +23,10 @@ registry with its error and traceback. Time limits and pools: see ``pool.py``. W
 tasks to be idempotent: a task may run more than once.
 
 Idle workers block on a wake-up list (BLPOP, at most ``block`` seconds), never
-busy-poll; the scheduler blocks until the next due time or lease deadline (at
-most ``max_wait`` seconds) and is woken early by an enqueue with a delay.
+busy-poll; their next claim is sent with the BLPOP, so the server runs it as soon as
+the token comes and the task arrives one round trip after its enqueue. The scheduler
+blocks until the next due time or lease deadline (at most ``max_wait`` seconds) and is
+woken early by an enqueue with a delay.
 SIGTERM/SIGINT stop claiming, let the running tasks finish and put the prefetched ones
 back at the head of their queues; a second signal exits at once (the tasks come back
 through the reaper). When Redis is unreachable both log it, back off exponentially
@@ -225,6 +227,7 @@ class Worker(_Stoppable):
         )
         logger.info("worker %s listening on %s", self.worker_id, ", ".join(self.queues))
         empty = False
+        wait = 0.0  # seconds the next claim first waits for a wake-up token
         with self.signals():  # before the pool forks: Ctrl-C is the worker's
             pool.start()
             try:
@@ -236,8 +239,9 @@ class Worker(_Stoppable):
                             wanted = min(wanted, left)
                         if wanted > 0 or done:
                             result = self._guarded(
-                                backoff, functools.partial(self._claim, max(0, wanted), done)
+                                backoff, functools.partial(self._claim, max(0, wanted), done, wait)
                             )
+                            wait = 0.0
                             if result is not None:
                                 jobs, lost = result
                                 self._report_done(done, lost)
@@ -271,7 +275,7 @@ class Worker(_Stoppable):
                         if burst and empty and backoff.failures == 0:
                             break
                         if empty and backoff.failures == 0 and not waiting:
-                            self._guarded(backoff, lambda: self.queue.wait_for_work(self._idle()))
+                            wait = self._idle()  # the next claim waits for work first
                     if done:
                         lost = set(self._acknowledge(done))
                         self._report_done(done, lost)
@@ -286,11 +290,15 @@ class Worker(_Stoppable):
         return ended
 
     def _claim(
-        self, count: int, done: list[dict[str, Any]]
+        self, count: int, done: list[dict[str, Any]], wait: float = 0.0
     ) -> tuple[list[tuple[dict[str, Any], int]], list[str]]:
         if time.monotonic() >= self._next_maintenance:
             self.maintain()
-        jobs, lost = self.queue.claim_next(self.queues, self.worker_id, self.lease, count, done)
+            if wait:  # it was cut short for the maintenance just done
+                wait = self._idle()
+        jobs, lost = self.queue.claim_next(
+            self.queues, self.worker_id, self.lease, count, done, wait=wait
+        )
         self._held.update(record["id"] for record, _ in jobs)
         return jobs, lost
 
