@@ -21,7 +21,7 @@ from redisparts_app.exceptions import (
 )
 from redisparts_app.services import market
 from redisparts_app.services.locks import Lock
-from tests.processes import run_in_processes
+from tests.processes import CONTEXT, run_in_processes
 
 pytestmark = pytest.mark.cluster
 
@@ -321,3 +321,40 @@ def test_concurrent_trading_conserves_money_and_items(redis_client, strategy):
         expected[seller] += int(price)
         expected[buyer] -= int(price)
     assert funds == expected
+
+
+def _spend(buyer: str, strategy: str, items: list[tuple[str, str]], price: int, start) -> int:
+    bought = 0
+    start.wait(10)  # all processes buy at the same moment, to race for the same funds
+    for item, seller in items:
+        try:
+            market.purchase(buyer, item, seller, price, strategy=strategy)
+        except InsufficientFunds:
+            continue
+        bought += 1
+    return bought
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_one_buyer_in_several_processes_never_overdraws(redis_client, strategy):
+    # Four processes of one buyer buy different items at once, so under "item_lock" they
+    # hold different locks: only an atomic funds check keeps the buyer from overdrawing.
+    price, affordable, rounds = 100, 3, 8
+    per_process = 4
+    for round_ in range(rounds):
+        buyer, sellers = f"spender{round_}", [f"seller{round_}-{n}" for n in range(4)]
+        market.create_user(buyer, price * affordable)
+        jobs, start = [], CONTEXT.Barrier(len(sellers))
+        for seller in sellers:
+            market.create_user(seller, 0)
+            items = [(f"{seller}-item-{n}", seller) for n in range(per_process)]
+            for item, _ in items:
+                market.give_item(seller, item)
+                market.list_item(seller, item, price)
+            jobs.append((buyer, strategy, items, price, start))
+        bought = sum(run_in_processes(_spend, jobs, timeout=60))
+        assert bought == affordable
+        assert market.get_funds(buyer) == 0
+        assert sum(market.get_funds(seller) for seller in sellers) == price * affordable
+        assert len(market.get_inventory(buyer)) == affordable

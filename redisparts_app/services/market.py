@@ -51,16 +51,19 @@ outside the market's slot: they are not part of the atomic step.
 ``purchase`` takes a strategy by name (default REDISPARTS["MARKET_PURCHASE_STRATEGY"]):
 
 - ``"watch"``: WATCH the market and the buyer, check, MULTI/EXEC; retry on conflict.
-- ``"market_lock"``: the same under one market-wide lock, so buyers queue instead of retrying.
+- ``"market_lock"``: buyers queue on one market-wide lock; the holder buys with the
+  ``"lua"`` script.
 - ``"item_lock"``: the same under a lock per listing (one of ITEM_LOCK_STRIPES lock
   names chosen by a hash of the listing), so only buyers of one item queue.
 - ``"lua"``: one script checks and moves everything; no retries, no lock.
 
-The lock strategies still commit under WATCH: listing, cancelling and the
-other strategies do not take their lock, and one buyer's funds are shared by
-all items, so the lock only cuts contention while WATCH keeps the step safe.
-The strategies are therefore interchangeable, even mixed. On failure each
-raises a ``MarketError`` subclass and changes nothing: ``PriceChanged`` (the
+The lock strategies take their step in the script, not under WATCH: listing,
+cancelling and the other strategies do not take their lock, and one buyer's
+funds are shared by all items (two purchases of different items under two item
+locks), so the checks must be atomic with the writes. With the script they are,
+and nothing the lock already excludes is retried: the lock orders buyers, the
+script keeps the step safe. The strategies are therefore interchangeable, even mixed.
+On failure each raises a ``MarketError`` subclass and changes nothing: ``PriceChanged`` (the
 listed price is not the one the buyer saw), ``InsufficientFunds``,
 ``ListingNotFound`` (sold or withdrawn), ``OwnItem``, ``UnknownUser``, ``ItemAlreadyHeld``,
 ``MarketBusy`` (WATCH retries or the lock wait exceeded their time limit,
@@ -207,7 +210,7 @@ class Purchase:
     item: str
     price: int  # cents
     strategy: str
-    retries: int  # WATCH conflicts retried (always 0 for "lua")
+    retries: int  # WATCH conflicts retried (only "watch" retries; 0 for the others)
     sale: Sale  # the record the purchase wrote to the outbox
 
 
@@ -563,20 +566,29 @@ def lock_name(item: str, seller: str, strategy: str) -> str:
 
 
 def _purchase_locked(client: Client, order: _Order, strategy: str) -> int:
+    """Queue on the strategy's lock, then buy in one script step; return 0 (no retries).
+
+    The lock makes buyers of one listing (or of the market) wait their turn instead of
+    racing; the purchase itself is the ``lua`` strategy's script, whose checks (listed,
+    price, funds, item in one place) hold whoever else writes meanwhile: listers, other
+    strategies, or this buyer's purchases of other items under other locks. So nothing
+    is retried, and a lock lost before its release costs nothing but a warning.
+    """
     name = lock_name(order.item, order.seller, strategy)
     wait = app_settings.MARKET_LOCK_WAIT
-    retries: int | None = None
+    bought = False
     try:
         with Lock(name, ttl=app_settings.MARKET_LOCK_TTL, timeout=wait, client=client):
-            retries = _purchase_watch(client, order)
+            _purchase_lua(client, order)
+            bought = True
     except LockTimeout as exc:
         raise MarketBusy(f"purchase lock {name!r} stayed held for {wait:g}s") from exc
     except LockNotOwned:
-        if retries is None:
+        if not bought:
             raise
-        # The lock expired before the release; WATCH still made the commit safe.
+        # The lock expired before the release; the script's step was atomic regardless.
         logger.warning("purchase lock %r expired before release; purchase committed", name)
-    return retries
+    return 0
 
 
 # --- the outbox and the notice markers ---------------------------------------------------
