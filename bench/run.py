@@ -35,6 +35,17 @@ BENCH = Path(__file__).resolve().parent
 NOT_BENCHMARKS = {"__init__", "harness", "run"}
 
 
+def module_timeout(name: str, default: float) -> float:
+    """Return the module's ``TIMEOUT = <seconds>`` when it sets a longer one, else ``default``."""
+    tree = ast.parse((BENCH / f"{name}.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "TIMEOUT" for t in node.targets
+        ):
+            return max(default, float(ast.literal_eval(node.value)))
+    return default
+
+
 def benchmark_modules() -> list[str]:
     """Return the names of the modules of bench/ with a top-level ``run`` function."""
     found = []
@@ -57,14 +68,15 @@ def run_module(name: str, options: argparse.Namespace) -> dict:
         if options.repetitions:
             command += ["--repetitions", str(options.repetitions)]
         started = time.monotonic()
+        timeout = module_timeout(name, options.timeout)
         try:
             # The module prints its own tables; only its errors are captured.
             done = subprocess.run(
-                command, cwd=ROOT, stderr=subprocess.PIPE, text=True, timeout=options.timeout
+                command, cwd=ROOT, stderr=subprocess.PIPE, text=True, timeout=timeout
             )
             error = None if done.returncode == 0 else _tail(done.stderr)
         except subprocess.TimeoutExpired as exc:
-            error = f"timed out after {options.timeout:g} s\n{_tail(exc.stderr)}"
+            error = f"timed out after {timeout:g} s\n{_tail(exc.stderr)}"
         seconds = round(time.monotonic() - started, 1)
         sections = json.loads(output.read_text()) if output.exists() and not error else []
     return {"status": "failed" if error else "ok", "seconds": seconds, "error": error,
@@ -83,7 +95,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     parser.add_argument("--repetitions", type=int, default=None)
     parser.add_argument("--output", type=Path, default=ROOT / "var" / "bench" / "latest.json")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per module")
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds per module (or its TIMEOUT)"
+    )
     options = parser.parse_args()
 
     modules = benchmark_modules()

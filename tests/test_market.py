@@ -1,4 +1,5 @@
 import contextlib
+import json
 import random
 import time
 
@@ -185,6 +186,19 @@ def test_an_item_sold_or_withdrawn_cannot_be_bought(shop, strategy):
         with pytest.raises(ListingNotFound):
             market.purchase("bob", item, "alice", 300, strategy=strategy)
     assert market.get_funds("bob") == 500
+
+
+@pytest.mark.parametrize(
+    ("buyer", "item", "sold_at"),
+    [("bob", "sword", 1700000000.123456), ('Zoë "the" 🙂 王', "épée \u2028", 1e-7), ("b", "i", 3)],
+)
+def test_a_sale_record_is_sorted_compact_json_and_parses_back(buyer, item, sold_at):
+    sale = market.Sale("0f" * 16, "alice", buyer, item, 1_500, sold_at)
+    fields = {"buyer": buyer, "item": item, "price": 1_500, "sale": "0f" * 16,
+              "seller": "alice", "time": sold_at}  # fmt: skip
+    expected = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert sale.record() == expected
+    assert market.Sale.from_record(sale.record().encode()) == sale
 
 
 def test_unknown_strategy_is_refused(shop):

@@ -78,11 +78,13 @@ the ``{market}`` slot (``connection.on_slot``), which holds every key they touch
 import hashlib
 import json
 import logging
+import math
+import os
 import secrets
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import Any
 
 import redis
@@ -98,8 +100,6 @@ from ..exceptions import (
     ItemListed,
     ItemNotHeld,
     ListingNotFound,
-    LockNotOwned,
-    LockTimeout,
     MarketBusy,
     OwnItem,
     PriceChanged,
@@ -107,7 +107,8 @@ from ..exceptions import (
     UnknownUser,
     UserExists,
 )
-from .locks import Lock
+from .lease import Lease
+from .locks import lock_keys
 
 __all__ = [
     "STRATEGIES",
@@ -171,6 +172,15 @@ class Sale:
 
     def record(self) -> str:
         """Return the outbox member: JSON with sorted keys, the same bytes for the same sale."""
+        if type(self.price) is int and type(self.sold_at) is float and math.isfinite(self.sold_at):
+            # What json.dumps below writes, without its machinery (on every purchase):
+            # the same string escaping, and floats and ints in their repr.
+            quote = encode_basestring
+            return (
+                f'{{"buyer":{quote(self.buyer)},"item":{quote(self.item)},'
+                f'"price":{self.price!r},"sale":{quote(self.sale_id)},'
+                f'"seller":{quote(self.seller)},"time":{self.sold_at!r}}}'
+            )
         fields = {
             "buyer": self.buyer,
             "item": self.item,
@@ -480,20 +490,22 @@ def purchase(
 
 def new_sale_id() -> str:
     """Return a fresh sale id (32 hex digits, random: ids never repeat across hosts)."""
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()  # 128 random bits; uuid4() costs a few µs more
 
 
 _LUA_REFUSALS = {-1: "not listed", -2: "funds", -3: "unknown buyer"}
 
 
 def _purchase_lua(client: Client, order: _Order) -> int:
+    # The keys built from one make_key: the names are validated key parts already.
+    base = keys.make_key(COMPONENT, TAG)
     code, value = lua.script(client, "market_purchase")(
         keys=[
-            listings_key(),
-            user_key(order.buyer),
-            user_key(order.seller),
-            inventory_key(order.buyer),
-            outbox_key(),
+            f"{base}:listings",
+            f"{base}:user:{order.buyer}",
+            f"{base}:user:{order.seller}",
+            f"{base}:inventory:{order.buyer}",
+            f"{base}:outbox",
         ],
         args=[
             listing_member(order.item, order.seller),
@@ -558,9 +570,9 @@ def lock_name(item: str, seller: str, strategy: str) -> str:
     """Return the name of the lock a ``strategy`` purchase of one listing takes."""
     if strategy == "market_lock":
         return "market"
-    # A fixed set of stripes, not one lock per listing: every lock name leaves a
-    # fencing counter behind for good. Two listings sharing a stripe only queue
-    # their buyers together.
+    # A fixed set of stripes, not one lock per listing: a bounded set of names that a
+    # Lock may take too (a Lock leaves a fencing counter behind for good per name).
+    # Two listings sharing a stripe only queue their buyers together.
     digest = hashlib.sha256(listing_member(item, seller).encode()).digest()
     return f"market-item-{int.from_bytes(digest[:4], 'big') % ITEM_LOCK_STRIPES}"
 
@@ -573,21 +585,24 @@ def _purchase_locked(client: Client, order: _Order, strategy: str) -> int:
     price, funds, item in one place) hold whoever else writes meanwhile: listers, other
     strategies, or this buyer's purchases of other items under other locks. So nothing
     is retried, and a lock lost before its release costs nothing but a warning.
+
+    The lock is taken as a bare lease on the ``Lock``'s owner and wake-up keys, so a
+    ``Lock(lock_name(...))`` holder excludes purchases and the other way round: no
+    fencing token (the script needs none, and a fence counter per name would stay
+    behind for good) and no note in the lock registry (a hold lasts one script call).
     """
     name = lock_name(order.item, order.seller, strategy)
+    owner_key, _fence_key, signal_key = lock_keys(name)
+    lease = Lease(owner_key, app_settings.MARKET_LOCK_TTL, client=client, signal_key=signal_key)
     wait = app_settings.MARKET_LOCK_WAIT
-    bought = False
+    if not lease.acquire(wait):
+        raise MarketBusy(f"purchase lock {name!r} stayed held for {wait:g}s")
     try:
-        with Lock(name, ttl=app_settings.MARKET_LOCK_TTL, timeout=wait, client=client):
-            _purchase_lua(client, order)
-            bought = True
-    except LockTimeout as exc:
-        raise MarketBusy(f"purchase lock {name!r} stayed held for {wait:g}s") from exc
-    except LockNotOwned:
-        if not bought:
-            raise
-        # The lock expired before the release; the script's step was atomic regardless.
-        logger.warning("purchase lock %r expired before release; purchase committed", name)
+        _purchase_lua(client, order)
+    finally:
+        # False: the lock expired before the release (logged by the lease); the
+        # script's step was atomic regardless.
+        lease.release()
     return 0
 
 
