@@ -8,7 +8,10 @@ reported and the others still run::
         [--output var/bench/latest.json] [--timeout 300]
 
 Writes the date, the machine's facts and every section (figures, ratios met or missed,
-checks, notes) of every module to ``--output``. Exits 1 when a module failed or a
+checks, notes, the machine state of each table) of every module to ``--output``, and
+keeps a copy of every full-length run in ``--runs`` (``<date>-<time>.json``; quick runs
+are not kept), from which ``python -m bench.report`` gives each ratio's median and
+spread over the runs. Exits 1 when a module failed or a
 check (an invariant) failed; a missed ratio target is reported, not an error.
 """
 
@@ -96,6 +99,9 @@ def main() -> None:
     parser.add_argument("--repetitions", type=int, default=None)
     parser.add_argument("--output", type=Path, default=ROOT / "var" / "bench" / "latest.json")
     parser.add_argument(
+        "--runs", type=Path, default=RUNS, help="directory keeping every full-length run"
+    )
+    parser.add_argument(
         "--timeout", type=float, default=300.0, help="seconds per module (or its TIMEOUT)"
     )
     options = parser.parse_args()
@@ -141,6 +147,9 @@ def main() -> None:
     options.output.write_text(json.dumps(report, indent=1, ensure_ascii=False))
     print(summary(results))
     print(f"\nwrote {options.output}")
+    if not options.quick:
+        kept = keep_run(report, options.runs)
+        print(f"kept {kept}; python -m bench.report: medians and spreads over the kept runs")
     failed_checks = any(
         not check["ok"]
         for result in results.values()
@@ -149,6 +158,22 @@ def main() -> None:
     )
     if failed_checks or any(result["error"] for result in results.values()):
         sys.exit(1)
+
+
+RUNS = ROOT / "var" / "bench" / "runs"
+
+
+def keep_run(report: dict, directory: Path) -> Path:
+    """Write ``report`` to ``directory``/<date>-<time>.json (a new name); return the path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    path = directory / f"{stamp}.json"
+    number = 1
+    while path.exists():
+        number += 1
+        path = directory / f"{stamp}-{number}.json"
+    path.write_text(json.dumps(report, indent=1, ensure_ascii=False))
+    return path
 
 
 def summary(results: dict) -> str:
