@@ -12,15 +12,19 @@
   lock covers when one buyer buys two items at once: ``overdraw_race`` shows it.
 - The floor: the leanest correct purchase, one script with the service script's
   checks (listed, price, funds, the item in exactly one place) and writes, minus
-  the sale record in the outbox; called by SHA with nothing else around it.
+  the sale record in the outbox; called by SHA with nothing else around it. And the
+  floor with the sale record: the same plus the outbox ZADD of the record (the
+  service's guarantee that no sale is without its record), to show that cost.
 
 Each purchase function returns True (bought), None (refused: sold, repriced,
 no funds) or False (the lock was not had in time).
 """
 
 import math
+import os
 import time
 import uuid
+from json.encoder import encode_basestring
 from typing import Any
 
 import redis
@@ -42,6 +46,7 @@ redis.call('hincrby', KEYS[2], 'funds', -price)
 redis.call('hincrby', KEYS[3], 'funds', price)
 redis.call('zrem', KEYS[1], ARGV[1])
 redis.call('sadd', KEYS[4], ARGV[2])
+if KEYS[5] then redis.call('zadd', KEYS[5], ARGV[6], ARGV[5]) end
 return 1
 """
 
@@ -96,35 +101,42 @@ def book_item_lock(conn: redis.Redis, buyer: str, item: str, seller: str, price:
 
 
 class Floor:
-    """The one-script purchase, its script loaded once and called by SHA."""
+    """The one-script purchase, its script loaded once and called by SHA; with
+    ``record``, it also writes the sale record to the outbox."""
 
-    def __init__(self, conn: redis.Redis) -> None:
+    def __init__(self, conn: redis.Redis, record: bool = False) -> None:
         self.conn = conn
         self.sha = conn.script_load(FLOOR_SCRIPT)
         self.listings = market.listings_key()
+        self.outbox = market.outbox_key() if record else None
 
     def __call__(self, buyer: str, item: str, seller: str, price: int) -> bool | None:
-        code = self.conn.evalsha(
-            self.sha,
-            4,
+        keys = [
             self.listings,
             market.user_key(buyer),
             market.user_key(seller),
             market.inventory_key(buyer),
-            f"{item}:{seller}",
-            item,
-            price,
-            f"{item}:{buyer}",
-        )
+        ]
+        args: list[Any] = [f"{item}:{seller}", item, price, f"{item}:{buyer}"]
+        if self.outbox is not None:
+            sold_at = time.time()
+            record = (
+                f'{{"buyer":{encode_basestring(buyer)},"item":{encode_basestring(item)},'
+                f'"price":{price},"sale":"{os.urandom(16).hex()}",'
+                f'"seller":{encode_basestring(seller)},"time":{sold_at!r}}}'
+            )
+            keys.append(self.outbox)
+            args += [record, int(sold_at * 1000)]
+        code = self.conn.evalsha(self.sha, len(keys), *keys, *args)
         return True if code == 1 else None
 
 
-PEERS = ("book_market_lock", "book_item_lock", "floor")
+PEERS = ("book_market_lock", "book_item_lock", "floor", "floor_record")
 
 
 def purchaser(name: str, conn: redis.Redis) -> Any:
     """Return the purchase function of peer ``name`` on ``conn``."""
-    if name == "floor":
-        return Floor(conn)
+    if name in ("floor", "floor_record"):
+        return Floor(conn, record=name == "floor_record")
     function = book_market_lock if name == "book_market_lock" else book_item_lock
     return lambda buyer, item, seller, price: function(conn, buyer, item, seller, price)

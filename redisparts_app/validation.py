@@ -119,6 +119,9 @@ def check_seconds(
     ``allow_zero``, values above ``maximum`` and, when ``whole_ms`` (Redis counts
     milliseconds), positive values under one millisecond.
     """
+    kind = type(value)
+    if (kind is float or kind is int) and 0.001 <= value <= maximum:
+        return float(value)  # the common case, which every check below lets through
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgumentType(
             field, value, f"must be a number of seconds, got {type(value).__name__}"
