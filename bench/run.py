@@ -9,7 +9,7 @@ reported and the others still run::
 
 Writes the date, the machine's facts and every section (figures, ratios met or missed,
 checks, notes, the machine state of each table) of every module to ``--output``, and
-keeps a copy of every full-length run in ``--runs`` (``<date>-<time>.json``; quick runs
+keeps a copy of every full-length run in ``--runs`` (``<date>-<time>-<µs>.json``; quick runs
 are not kept), from which ``python -m bench.report`` gives each ratio's median and
 spread over the runs. Exits 1 when a module failed or a
 check (an invariant) failed; a missed ratio target is reported, not an error.
@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.harness import (
@@ -164,16 +165,15 @@ RUNS = ROOT / "var" / "bench" / "runs"
 
 
 def keep_run(report: dict, directory: Path) -> Path:
-    """Write ``report`` to ``directory``/<date>-<time>.json (a new name); return the path."""
+    """Write ``report`` to ``directory``/<date>-<time>.json (a new name that sorts after the
+    earlier runs'); return the path."""
     directory.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    path = directory / f"{stamp}.json"
-    number = 1
-    while path.exists():
-        number += 1
-        path = directory / f"{stamp}-{number}.json"
-    path.write_text(json.dumps(report, indent=1, ensure_ascii=False))
-    return path
+    while True:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
+        path = directory / f"{stamp}.json"
+        if not path.exists():
+            path.write_text(json.dumps(report, indent=1, ensure_ascii=False))
+            return path
 
 
 def summary(results: dict) -> str:
