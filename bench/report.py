@@ -121,7 +121,7 @@ def spread_markdown(runs: list[dict], name: str) -> str:
         f"{len(measured)} run(s), {dates[0]} to {dates[-1]}: each ratio's median over the runs"
         " and its spread (lowest..highest); a target counts as met when the median meets it.",
         "",
-        "| ratio | median | spread | runs | target | median |",
+        "| ratio | median | spread | runs | target | result (median) |",
         "|---|--:|--:|--:|--:|---|",
     ]
     for _title, ratio, values in ratio_series(runs, name):
