@@ -12,7 +12,8 @@ a time in the worker (solo pool), no prefetch, each task acknowledged as it ends
 Sections, on the TCP loopback server:
 
 - throughput: no-op jobs, one worker; enqueue (jobs/s, one call at a time, queues taking
-  turns call by call) and process (jobs/s from the worker's start to its last job's end);
+  turns call by call, beside our enqueue script called bare: the floor of our enqueue) and
+  process (jobs/s from the worker's start to its last job's end);
 - two workers, jobs of 1 ms: process rate of two worker processes;
 - latency: from enqueue to the job's start, 100 jobs/s into a running idle worker;
 - fairness (redisparts): two workers, 200 jobs of which 20 sleep 100 ms (every tenth, or
@@ -79,7 +80,10 @@ TARGETS = [
     ("huey", "enqueue", 1.0),
     ("bare", "process", None),
     ("bare", "enqueue", None),
+    ("script", "enqueue", 0.9),
 ]
+# The floor of our enqueue: its script called bare, enqueue only (no worker).
+SCRIPT_LABEL = "queue_enqueue script called bare (the floor of our enqueue)"
 
 
 class Tally:
@@ -257,6 +261,26 @@ def bare_side(url: str):
     return enqueue, work
 
 
+def script_enqueuer(url: str):
+    """Enqueue as our algorithm does at its leanest: the record JSON and one EVALSHA of
+    queue_enqueue.lua with its keys built once, no checks, no database transaction."""
+    from redisparts_app import lua
+    from redisparts_app.conf import app_settings
+    from redisparts_app.services.tasks.queue import WAKE_CAP, _enqueue_keys
+
+    client = redis.Redis.from_url(url)
+    keys = _enqueue_keys(app_settings.KEY_PREFIX, f"{GROUP}-floor", QUEUE)
+    sha = lua.script(client, "queue_enqueue").sha
+    client.script_load(lua.source("queue_enqueue"))
+
+    def enqueue(index: int, seconds: float = 0.0) -> None:
+        task_id = os.urandom(16).hex()
+        body = json.dumps({"id": task_id, "name": TASK_NAME, "args": [index, seconds]})
+        client.evalsha(sha, len(keys), *keys, task_id, body, QUEUE, 0, 1, WAKE_CAP)
+
+    return enqueue
+
+
 def sides(url: str, label: str):
     if label == "redisparts":
         return redisparts_side(url)
@@ -300,7 +324,9 @@ def measure_round(ctx: Context, jobs: dict[str, int], reverse: bool) -> dict[str
     global TALLY
     ctx.client()  # an emptied server
     made = {label: sides(ctx.url(), label) for label in LABELS}
-    enqueue = enqueue_rates({label: side[0] for label, side in made.items()}, jobs)
+    enqueuers = {label: side[0] for label, side in made.items()}
+    enqueuers["script"] = script_enqueuer(ctx.url())
+    enqueue = enqueue_rates(enqueuers, {**jobs, "script": jobs["redisparts"]})
     figures = {}
     for label in reversed(LABELS) if reverse else LABELS:
         TALLY = Tally(jobs[label])
@@ -310,6 +336,7 @@ def measure_round(ctx: Context, jobs: dict[str, int], reverse: bool) -> dict[str
             "process": jobs[label] / (max(TALLY.ended) - started),
             "once": exactly_once(jobs[label]),
         }
+    figures["script"] = {"enqueue": enqueue["script"]}
     return figures
 
 
@@ -362,10 +389,21 @@ def throughput(ctx: Context) -> list[Section]:
                     samples.ratio("redisparts", label, "process"),
                 ]
                 for label in LABELS
+            ]
+            + [
+                [
+                    SCRIPT_LABEL,
+                    jobs["redisparts"],
+                    samples.median("script", "enqueue"),
+                    samples.spread("script", "enqueue"),
+                    "",
+                    "",
+                    "",
+                ]
             ],
             ratios=[
                 Ratio(
-                    f"redisparts / {LABELS[other]}, {figure}",
+                    f"redisparts / {LABELS.get(other, SCRIPT_LABEL)}, {figure}",
                     samples.ratio("redisparts", other, figure),
                     target,
                 )

@@ -267,7 +267,7 @@ class LocalCluster:
 
     def __init__(
         self, directory: str | os.PathLike, *, masters: int = 3, replicas: int = 1,
-        node_timeout_ms: int = 2000,
+        node_timeout_ms: int = 15000,
     ) -> None:  # fmt: skip
         if masters < 1 or replicas < 0:
             raise ValueError("a cluster needs at least one master and no negative replica count")
