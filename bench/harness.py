@@ -32,9 +32,12 @@ and returns what each one returned, for contended benchmarks.
 Reporting: a benchmark returns ``Section`` objects: a title, column names, rows (numbers
 are formatted by the table printer), ``ratios`` (``Ratio``: a label, the measured value
 and, when there is one, the target it must reach, met or missed), ``checks`` (``Check``:
-an invariant that held or not, e.g. no lost update) and ``notes`` (free text: what was
-measured, what limits a figure). ``run.py`` prints each section as a table and writes all
-of them, with the date and the machine's facts, to ``var/bench/latest.json``.
+an invariant that held or not, e.g. no lost update), ``notes`` (free text: what was
+measured, what limits a figure) and ``machine``, the state the table was measured in,
+stamped when the section is made: the load average and the median PING round trip to
+the TCP server, so a table from a loaded machine says so. ``run.py`` prints each section
+as a table and writes all of them, with the date and the machine's facts, to
+``var/bench/latest.json`` and keeps a copy per run in ``var/bench/runs/``.
 """
 
 from __future__ import annotations
@@ -124,7 +127,10 @@ class Check:
 
 @dataclass
 class Section:
-    """One printed table of a benchmark, with its ratios, checks and notes."""
+    """One printed table of a benchmark, with its ratios, checks and notes.
+
+    ``machine``: the state it was measured in (``machine_state()`` when made).
+    """
 
     title: str
     columns: list[str]
@@ -132,6 +138,11 @@ class Section:
     ratios: list[Ratio] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    machine: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.machine:
+            self.machine = machine_state()
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -146,8 +157,36 @@ class Section:
         ]
         checks = [Check(**c) for c in data.get("checks", [])]
         return cls(
-            data["title"], data["columns"], data["rows"], ratios, checks, data.get("notes", [])
+            data["title"],
+            data["columns"],
+            data["rows"],
+            ratios,
+            checks,
+            data.get("notes", []),
+            data.get("machine") or {"unknown": True},
         )
+
+
+_ping: Callable[[], float] | None = None  # set by ``execute``: PING round trip, µs
+
+
+def machine_state() -> dict[str, Any]:
+    """Return the load average now and, in a benchmark run, the median PING round trip
+    (µs, of 20) to the run's TCP redis-server: what the figures measured next to it met."""
+    state: dict[str, Any] = {"load_average": [round(x, 2) for x in os.getloadavg()]}
+    if _ping is not None:
+        state["ping_us"] = round(_ping(), 1)
+    return state
+
+
+def describe_state(state: dict[str, Any]) -> str:
+    """Return a section's machine state as text, e.g. 'load average 0.5, 0.4, 0.3; PING 41 µs'."""
+    if "load_average" not in state:
+        return "not recorded"
+    text = "load average " + ", ".join(f"{x:g}" for x in state["load_average"])
+    if "ping_us" in state:
+        text += f"; PING {state['ping_us']:g} µs"
+    return text
 
 
 def format_cell(value: Any) -> str:
@@ -186,6 +225,7 @@ def render(section: Section) -> str:
     out += ["  " + ratio.describe() for ratio in section.ratios]
     out += ["  " + check.describe() for check in section.checks]
     out += ["  note: " + note for note in section.notes]
+    out += ["  machine: " + describe_state(section.machine)]
     return "\n".join(out)
 
 
@@ -364,10 +404,25 @@ def machine_facts() -> dict[str, Any]:
 
 def execute(run: Callable[[Context], list[Section]], repetitions: int, quick: bool):
     """Start the servers, call ``run(ctx)``, stop the servers; return the sections."""
+    global _ping
     setup_django()
     with ExitStack() as stack:
         ctx = Context(start_servers(stack), repetitions, quick)
-        return run(ctx)
+        probe = stack.enter_context(ctx.servers["tcp"].client())
+
+        def ping() -> float:
+            times = []
+            for _ in range(20):
+                started = time.perf_counter()
+                probe.ping()
+                times.append(time.perf_counter() - started)
+            return 1e6 * statistics.median(times)
+
+        _ping = ping
+        try:
+            return run(ctx)
+        finally:
+            _ping = None
 
 
 def main(run: Callable[[Context], list[Section]], description: str = "") -> None:

@@ -1,9 +1,10 @@
 """The "heavily loaded marketplace" of Redis in Action 6.2, for every purchase strategy.
 
 Lister processes move items from their inventories to the market as fast as
-they can while buyer processes buy among the ten cheapest listings, for a few
-seconds, on a throwaway redis-server (never the configured one: each run
-starts from an empty database). A row gives what the book's table gives —
+they can (never running out of items: uncapped, as in the book's benchmark) while
+buyer processes buy among the ten cheapest listings, for a few seconds, on a
+throwaway redis-server (never the configured one: each run starts from an empty
+database). A row gives what the book's table gives —
 items listed, items bought, WATCH retries, average wait per purchase (time
 spent in ``purchase`` calls, lost races included, per item bought) — plus
 the purchases lost to another buyer, those refused as busy, and three
@@ -15,9 +16,12 @@ invariants checked afterwards from the buyers' own records:
 - inventories consistent: every item is in exactly one place (an inventory or
   the market) and each buyer holds exactly what it recorded buying.
 
-Used by ``manage.py rp_bench_market`` and ``bench/market.py``.
+Beside the service's strategies run its peers (``bench/market_peers.py``): the
+book's market-wide and per-item lock purchases and the floor, a bare one-script
+purchase. Used by ``manage.py rp_bench_market`` and ``bench/market.py``.
 """
 
+import contextlib
 import math
 import multiprocessing
 import random
@@ -30,16 +34,32 @@ from dataclasses import dataclass, field
 
 import redis
 
-from redisparts_app.exceptions import ListingNotFound, MarketBusy, PriceChanged
+from bench import market_peers
+from redisparts_app.exceptions import ListingNotFound, MarketBusy, MarketError, PriceChanged
 from redisparts_app.services import market
 from redisparts_app.testing import RedisServer
 
 CONFIGURATIONS = ((1, 1), (5, 1), (5, 5))
 BUYER_FUNDS = 10**12  # cents; no buyer runs out
-ITEMS_PER_LISTER = 10_000
+ITEMS_PER_LISTER = 10_000  # at least; a longer run gives each lister more (see items_for)
+LISTINGS_PER_SECOND = 5_000  # above what one lister process reaches, so none runs out
 CHEAPEST = 10  # buyers pick at random among the cheapest listings
-# The targets: items bought at 5/5 by the first strategy per item bought by the second.
-TARGETS = (("lua", "watch", 8.0), ("lua", "item_lock", 2.5))
+STRATEGIES = (*market.STRATEGIES, *market_peers.PEERS)
+# The targets: items bought by the first strategy per item bought by the second, per load.
+TARGETS = tuple(
+    (a, b, target, load)
+    for a, b, target in (
+        ("market_lock", "book_market_lock", 1.0),
+        ("item_lock", "book_item_lock", 1.0),
+        ("lua", "floor", 0.9),
+    )
+    for load in CONFIGURATIONS
+)
+
+
+def items_for(seconds: float) -> int:
+    """Return how many items each lister starts with: more than it can list in ``seconds``."""
+    return max(ITEMS_PER_LISTER, int(seconds * LISTINGS_PER_SECOND))
 
 
 @dataclass
@@ -67,10 +87,10 @@ class Row:
 def _lister(url: str, name: str, seconds: float, start, results) -> None:
     client = redis.Redis.from_url(url)
     rng = random.Random(name)
-    listed = 0
+    listed, items = 0, items_for(seconds)
     start.wait()
     end = time.monotonic() + seconds
-    while time.monotonic() < end and listed < ITEMS_PER_LISTER:
+    while time.monotonic() < end and listed < items:
         market.list_item(name, f"{name}-{listed}", rng.randint(1, 1000), client=client)
         listed += 1
     results.put(("lister", name, {"listed": listed}))
@@ -82,6 +102,7 @@ def _buyer(url: str, name: str, strategy: str, seconds: float, start, results) -
     bought: list[tuple[str, str, int]] = []
     retries = lost = busy = 0
     waited = 0.0
+    peer = market_peers.purchaser(strategy, client) if strategy in market_peers.PEERS else None
     start.wait()
     end = time.monotonic() + seconds
     while time.monotonic() < end:
@@ -91,6 +112,16 @@ def _buyer(url: str, name: str, strategy: str, seconds: float, start, results) -
             continue
         pick = rng.choice(listings)
         began = time.perf_counter()
+        if peer is not None:
+            outcome = peer(name, pick.item, pick.seller, pick.price)
+            waited += time.perf_counter() - began
+            if outcome:
+                bought.append((pick.item, pick.seller, pick.price))
+            elif outcome is None:
+                lost += 1
+            else:
+                busy += 1
+            continue
         try:
             done = market.purchase(
                 name, pick.item, pick.seller, pick.price, strategy=strategy, client=client
@@ -113,9 +144,12 @@ def run_once(url: str, strategy: str, listers: int, buyers: int, seconds: float)
     client.flushdb()
     lister_names = [f"lister{n}" for n in range(listers)]
     buyer_names = [f"buyer{n}" for n in range(buyers)]
+    items = items_for(seconds)
     for name in lister_names:
         market.create_user(name, 0, client=client)
-        client.sadd(market.inventory_key(name), *(f"{name}-{i}" for i in range(ITEMS_PER_LISTER)))
+        for first in range(0, items, 10_000):
+            batch = range(first, min(items, first + 10_000))
+            client.sadd(market.inventory_key(name), *(f"{name}-{i}" for i in batch))
     for name in buyer_names:
         market.create_user(name, BUYER_FUNDS, client=client)
     context = multiprocessing.get_context("fork")
@@ -144,11 +178,13 @@ def run_once(url: str, strategy: str, listers: int, buyers: int, seconds: float)
         "lost": sum(figures["lost"] for figures in bought.values()),
         "busy": sum(figures["busy"] for figures in bought.values()),
         "wait_ms": 1000 * waited / purchases if purchases else float("inf"),
-        "invariants": check_invariants(client, lister_names, bought),
+        "invariants": check_invariants(client, lister_names, bought, items),
     }
 
 
-def check_invariants(client: redis.Redis, listers: list[str], bought: dict) -> dict[str, bool]:
+def check_invariants(
+    client: redis.Redis, listers: list[str], bought: dict, items: int = ITEMS_PER_LISTER
+) -> dict[str, bool]:
     """Check money, sales and inventories against the buyers' purchase records."""
     records = [(buyer, *sale) for buyer, figures in bought.items() for sale in figures["bought"]]
     paid, received = Counter(), Counter()
@@ -171,9 +207,7 @@ def check_invariants(client: redis.Redis, listers: list[str], bought: dict) -> d
         for b, figures in bought.items()
     )
     inventories = (
-        len(places) == ITEMS_PER_LISTER * len(listers)
-        and set(places.values()) == {1}
-        and holdings_match
+        len(places) == items * len(listers) and set(places.values()) == {1} and holdings_match
     )
     return {"money conserved": money, "no item sold twice": sold_once,
             "inventories consistent": inventories}  # fmt: skip
@@ -182,7 +216,7 @@ def check_invariants(client: redis.Redis, listers: list[str], bought: dict) -> d
 def run_table(
     seconds: float = 1.5,
     repetitions: int = 3,
-    strategies: tuple[str, ...] = market.STRATEGIES,
+    strategies: tuple[str, ...] = STRATEGIES,
     configurations: tuple[tuple[int, int], ...] = CONFIGURATIONS,
     url: str | None = None,
     progress: Callable[[Row], object] | None = None,
@@ -233,16 +267,18 @@ def bought_ratio(rows: list[Row], a: str, b: str, load: tuple[int, int] = (5, 5)
     return statistics.median(ratios)
 
 
+def target_label(a: str, b: str, load: tuple[int, int]) -> str:
+    return f"{a} / {b}, items bought at {load[0]}/{load[1]}"
+
+
 def target_lines(rows: list[Row]) -> list[str]:
     """Return each target ratio measured in ``rows`` as "label: value (target: met)"."""
     lines = []
-    for a, b, target in TARGETS:
-        value = bought_ratio(rows, a, b)
+    for a, b, target, load in TARGETS:
+        value = bought_ratio(rows, a, b, load)
         if not math.isnan(value):
             met = "met" if value >= target else "MISSED"
-            lines.append(
-                f"{a} / {b}, items bought at 5/5: {value:.2f}x (target >= {target:g}x: {met})"
-            )
+            lines.append(f"{target_label(a, b, load)}: {value:.2f}x (target >= {target:g}x: {met})")
     return lines
 
 
@@ -258,3 +294,50 @@ def table_rows(rows: list[Row]) -> list[list]:
              name for name, ok in row.invariants.items() if not ok)]
         for row in rows
     ]  # fmt: skip
+
+
+# -- one buyer, two processes: the funds race -----------------------------------------------
+
+RACE_PRICE = 100
+
+
+def _race_buyer(url: str, strategy: str, side: int, rounds: int, barrier) -> None:
+    client = redis.Redis.from_url(url)
+    peer = market_peers.purchaser(strategy, client) if strategy in market_peers.PEERS else None
+    for round_ in range(rounds):
+        buyer, item, seller = f"racer{round_}", f"race{round_}-{side}", f"seller{side}"
+        barrier.wait(30)
+        if peer is not None:
+            peer(buyer, item, seller, RACE_PRICE)
+            continue
+        with contextlib.suppress(MarketError):  # InsufficientFunds: the other bought first
+            market.purchase(buyer, item, seller, RACE_PRICE, strategy=strategy, client=client)
+
+
+def overdraw_race(url: str, strategy: str, rounds: int) -> int:
+    """Return in how many of ``rounds`` one buyer ended with negative funds.
+
+    Each round, a buyer with funds for one item buys two different items (two sellers,
+    so two per-item locks) from two processes released at the same moment.
+    """
+    client = redis.Redis.from_url(url)
+    client.flushdb()
+    for side in (0, 1):
+        market.create_user(f"seller{side}", 0, client=client)
+    for round_ in range(rounds):
+        market.create_user(f"racer{round_}", RACE_PRICE, client=client)
+        for side in (0, 1):
+            item = f"race{round_}-{side}"
+            market.give_item(f"seller{side}", item, client=client)
+            market.list_item(f"seller{side}", item, RACE_PRICE, client=client)
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(2)
+    processes = [
+        context.Process(target=_race_buyer, args=(url, strategy, side, rounds, barrier))
+        for side in (0, 1)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(120)
+    return sum(market.get_funds(f"racer{r}", client=client) < 0 for r in range(rounds))

@@ -8,7 +8,10 @@ reported and the others still run::
         [--output var/bench/latest.json] [--timeout 300]
 
 Writes the date, the machine's facts and every section (figures, ratios met or missed,
-checks, notes) of every module to ``--output``. Exits 1 when a module failed or a
+checks, notes, the machine state of each table) of every module to ``--output``, and
+keeps a copy of every full-length run in ``--runs`` (``<date>-<time>-<µs>.json``; quick runs
+are not kept), from which ``python -m bench.report`` gives each ratio's median and
+spread over the runs. Exits 1 when a module failed or a
 check (an invariant) failed; a missed ratio target is reported, not an error.
 """
 
@@ -21,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.harness import (
@@ -33,6 +37,17 @@ from bench.harness import (
 
 BENCH = Path(__file__).resolve().parent
 NOT_BENCHMARKS = {"__init__", "harness", "run"}
+
+
+def module_timeout(name: str, default: float) -> float:
+    """Return the module's ``TIMEOUT = <seconds>`` when it sets a longer one, else ``default``."""
+    tree = ast.parse((BENCH / f"{name}.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "TIMEOUT" for t in node.targets
+        ):
+            return max(default, float(ast.literal_eval(node.value)))
+    return default
 
 
 def benchmark_modules() -> list[str]:
@@ -57,14 +72,15 @@ def run_module(name: str, options: argparse.Namespace) -> dict:
         if options.repetitions:
             command += ["--repetitions", str(options.repetitions)]
         started = time.monotonic()
+        timeout = module_timeout(name, options.timeout)
         try:
             # The module prints its own tables; only its errors are captured.
             done = subprocess.run(
-                command, cwd=ROOT, stderr=subprocess.PIPE, text=True, timeout=options.timeout
+                command, cwd=ROOT, stderr=subprocess.PIPE, text=True, timeout=timeout
             )
             error = None if done.returncode == 0 else _tail(done.stderr)
         except subprocess.TimeoutExpired as exc:
-            error = f"timed out after {options.timeout:g} s\n{_tail(exc.stderr)}"
+            error = f"timed out after {timeout:g} s\n{_tail(exc.stderr)}"
         seconds = round(time.monotonic() - started, 1)
         sections = json.loads(output.read_text()) if output.exists() and not error else []
     return {"status": "failed" if error else "ok", "seconds": seconds, "error": error,
@@ -83,7 +99,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     parser.add_argument("--repetitions", type=int, default=None)
     parser.add_argument("--output", type=Path, default=ROOT / "var" / "bench" / "latest.json")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per module")
+    parser.add_argument(
+        "--runs", type=Path, default=RUNS, help="directory keeping every full-length run"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds per module (or its TIMEOUT)"
+    )
     options = parser.parse_args()
 
     modules = benchmark_modules()
@@ -127,6 +148,9 @@ def main() -> None:
     options.output.write_text(json.dumps(report, indent=1, ensure_ascii=False))
     print(summary(results))
     print(f"\nwrote {options.output}")
+    if not options.quick:
+        kept = keep_run(report, options.runs)
+        print(f"kept {kept}; python -m bench.report: medians and spreads over the kept runs")
     failed_checks = any(
         not check["ok"]
         for result in results.values()
@@ -135,6 +159,21 @@ def main() -> None:
     )
     if failed_checks or any(result["error"] for result in results.values()):
         sys.exit(1)
+
+
+RUNS = ROOT / "var" / "bench" / "runs"
+
+
+def keep_run(report: dict, directory: Path) -> Path:
+    """Write ``report`` to ``directory``/<date>-<time>.json (a new name that sorts after the
+    earlier runs'); return the path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    while True:
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S-%f")
+        path = directory / f"{stamp}.json"
+        if not path.exists():
+            path.write_text(json.dumps(report, indent=1, ensure_ascii=False))
+            return path
 
 
 def summary(results: dict) -> str:

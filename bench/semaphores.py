@@ -4,7 +4,11 @@ The book's versions (Redis in Action 6.3) are re-implemented faithfully, race in
 (same steps and pipelines, current redis-py API; the locked version's acquire_lock retries
 SETNX with 1 ms sleeps, as in the book). Three sections, on the TCP loopback server:
 
-- single process: acquire + release pairs per second, no contention;
+- single process: acquire + release pairs per second, no contention, beside the floor
+  (the leanest correct fair semaphore: one script to acquire, one to release, on the
+  server's clock) and redisparts' own two scripts sent bare, the cost of its
+  guarantees beyond the floor (the holder's record for the admin, the wake-up push,
+  the keys' expiry) as a row of its own;
 - contended, no hold: 8 processes share a semaphore of limit 3 for 2.5 s. Each loops:
   acquire; when in, count itself in with INCR on a separate key (a script also keeps the
   highest count seen: the independent check of the limit), DECR, release. Nothing sleeps
@@ -26,6 +30,7 @@ processes doing the same loop with no semaphore.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
@@ -131,6 +136,70 @@ def book_acquire_with_lock(conn, semname, limit, timeout=10):
     return None
 
 
+# -- the floor: a fair semaphore in one script per step -----------------------------------------
+
+FLOOR_ACQUIRE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)
+if #expired > 0 then
+  redis.call('ZREM', KEYS[1], unpack(expired))
+  redis.call('ZREM', KEYS[2], unpack(expired))
+end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+local ticket = redis.call('INCR', KEYS[3])
+redis.call('ZADD', KEYS[2], ticket, ARGV[1])
+return ticket
+"""
+FLOOR_RELEASE = """
+redis.call('ZREM', KEYS[2], ARGV[1])
+return redis.call('ZREM', KEYS[1], ARGV[1])
+"""
+FLOOR_KEYS = ("sem:floor", "sem:floor:owner", "sem:floor:counter")
+
+
+def floor_pair(conn):
+    """Return (acquire, release) of the floor, its scripts called by SHA and nothing else."""
+    acquire_sha, release_sha = conn.script_load(FLOOR_ACQUIRE), conn.script_load(FLOOR_RELEASE)
+
+    def acquire() -> str | None:
+        identifier = os.urandom(16).hex()
+        if conn.execute_command("EVALSHA", acquire_sha, 3, *FLOOR_KEYS, identifier, LIMIT, 10_000):
+            return identifier
+        return None
+
+    def release(identifier: str) -> None:
+        conn.execute_command("EVALSHA", release_sha, 2, *FLOOR_KEYS[:2], identifier)
+
+    return acquire, release
+
+
+def scripts_pair(conn):
+    """Return (acquire, release) of redisparts' FairSemaphore scripts, sent bare by SHA."""
+    from redisparts_app import lua
+    from redisparts_app.services.semaphores import FairSemaphore
+
+    semaphore = FairSemaphore("bench-bare", LIMIT, client=conn)
+    acquire_sha = conn.script_load(lua.source("semaphore_acquire"))
+    release_sha = conn.script_load(lua.source("semaphore_release"))
+    acquire_keys, release_keys = semaphore._acquire_keys, semaphore._release_keys
+    timeout = semaphore._timeout_ms
+
+    def acquire() -> str | None:
+        identifier = os.urandom(16).hex()
+        args = [identifier, LIMIT, timeout, "", ""]
+        if conn.execute_command("EVALSHA", acquire_sha, len(acquire_keys), *acquire_keys, *args):
+            return identifier
+        return None
+
+    def release(identifier: str) -> None:
+        args = [identifier, LIMIT, timeout, ""]
+        conn.execute_command("EVALSHA", release_sha, len(release_keys), *release_keys, *args)
+
+    return acquire, release
+
+
 # -- the variants -----------------------------------------------------------------------------
 
 LABELS = {
@@ -140,7 +209,11 @@ LABELS = {
     "redisparts fair": "redisparts FairSemaphore (Lua, TIME)",
 }
 LIMIT_LABEL = "limit"
-EXTRA = {"redisparts basic": "redisparts Semaphore (Lua, caller's clock)"}
+EXTRA = {
+    "redisparts basic": "redisparts Semaphore (Lua, caller's clock)",
+    "floor": "floor: a fair semaphore, one script per step",
+    "scripts": "redisparts fair's 2 scripts, bare (floor + record, wake-up, expiry)",
+}
 
 
 def contender(conn, label: str, limit: int, wait: float = 0.0):
@@ -152,6 +225,10 @@ def contender(conn, label: str, limit: int, wait: float = 0.0):
 
     if label == LIMIT_LABEL:  # no semaphore: LIMIT processes, each always in
         return (lambda: "in"), (lambda _identifier: None)
+    if label == "floor":
+        return floor_pair(conn)
+    if label == "scripts":
+        return scripts_pair(conn)
     if label == "book basic":
         return (lambda: book_acquire(conn, "sem:basic", limit)), (
             lambda i: book_release(conn, "sem:basic", i)
@@ -190,6 +267,8 @@ def single_process(ctx: Context) -> Section:
             for label in labels
         ],
         ratios=[
+            Ratio("redisparts fair / floor", samples.ratio("redisparts fair", "floor"), 0.95),
+            Ratio("redisparts fair's 2 scripts, bare / floor", samples.ratio("scripts", "floor")),
             Ratio(
                 "redisparts fair / book fair",
                 samples.ratio("redisparts fair", "book fair"),

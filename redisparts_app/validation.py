@@ -11,7 +11,7 @@ TypeError. Booleans are never accepted as numbers.
 import math
 import unicodedata
 from collections.abc import Collection
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from .conf import app_settings
 from .exceptions import InvalidArgument, InvalidArgumentType
@@ -119,6 +119,11 @@ def check_seconds(
     ``allow_zero``, values above ``maximum`` and, when ``whole_ms`` (Redis counts
     milliseconds), positive values under one millisecond.
     """
+    kind = type(value)
+    if kind is float or kind is int:
+        number = cast(float, value)
+        if 0.001 <= number <= maximum:
+            return float(number)  # the common case, which every check below lets through
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgumentType(
             field, value, f"must be a number of seconds, got {type(value).__name__}"

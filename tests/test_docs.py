@@ -88,3 +88,34 @@ def test_the_benchmarks_page_is_written_from_a_run(tmp_path):
     report["modules"] = dict.fromkeys(benchmark_modules(), report["modules"]["locks"])
     assert "summary" in write_docs(report, page)
     assert "| locks | ours / theirs | 2.00x | >= 1x | met |" in page.read_text()
+
+
+def test_the_benchmarks_page_shows_median_and_spread_over_the_kept_runs(tmp_path):
+    """Over several runs a block gives each ratio's median and spread, never one run's best."""
+    from bench.harness import Ratio, Section
+    from bench.report import BENCHMARKS_PAGE, write_docs
+
+    page = tmp_path / "benchmarks.md"
+    page.write_text(BENCHMARKS_PAGE.read_text())
+
+    def run(date: str, value: float, load: float) -> dict:
+        section = Section(
+            "Locks: a test table", ["lock", "pairs/s"], [["ours", value * 100]],
+            ratios=[Ratio("ours / theirs", value, target=1.0)],
+            machine={"load_average": [load, load, load], "ping_us": 40.0},
+        )  # fmt: skip
+        machine = {"date": date, "cpu": "a CPU", "cores": 2, "load_average": [load] * 3,
+                   "python": "3.11", "redis_server": "6.2", "redis_py": "5.2.1",
+                   "hiredis": "3.5.0", "redis_benchmark": None}  # fmt: skip
+        return {"machine": machine, "quick": False,
+                "modules": {"locks": {"error": None, "sections": [section.to_json()]}}}  # fmt: skip
+
+    runs = [run("2030-01-01", 0.5, 9.0), run("2030-01-02", 3.0, 0.5), run("2030-01-03", 0.8, 1.0)]
+    assert write_docs(runs[-1], page, runs=runs) == ["locks"]
+    block = page.read_text().split("<!-- bench: locks -->\n")[1].split("<!-- /bench -->")[0]
+    # The median of 0.5, 3.0 and 0.8 misses the target, though one run met it 3x over.
+    assert "| ours / theirs | 0.80x | 0.50..3.00 | 3 | >= 1x | MISSED |" in block
+    assert "- 2030-01-01: load average 9, 9, 9; PING 40 µs" in block
+    # The latest run's table follows, with its machine state.
+    assert "| ours | 80.0 |" in block
+    assert "- machine state: load average 1, 1, 1; PING 40 µs" in block

@@ -69,6 +69,15 @@ def test_lock_keys_share_one_cluster_slot():
     assert keys.slot_of(owner) == keys.slot_of(fence) == keys.slot_of(signal_key)
 
 
+def test_a_lock_name_is_checked_and_keyed_afresh_after_the_settings_change(settings):
+    assert Lock("reports").owner_key == "rp:lock:{reports}:owner"
+    settings.REDISPARTS = {**settings.REDISPARTS, "KEY_PREFIX": "other"}
+    assert Lock("reports").owner_key == "other:lock:{reports}:owner"
+    settings.REDISPARTS = {**settings.REDISPARTS, "MAX_KEY_PART_LENGTH": 3}
+    with pytest.raises(InvalidArgument, match="longer than 3"):
+        Lock("reports")
+
+
 # -- acquire, release, extend --------------------------------------------------------------
 
 

@@ -1,4 +1,5 @@
 import contextlib
+import json
 import random
 import time
 
@@ -21,7 +22,7 @@ from redisparts_app.exceptions import (
 )
 from redisparts_app.services import market
 from redisparts_app.services.locks import Lock
-from tests.processes import run_in_processes
+from tests.processes import CONTEXT, run_in_processes
 
 pytestmark = pytest.mark.cluster
 
@@ -187,6 +188,19 @@ def test_an_item_sold_or_withdrawn_cannot_be_bought(shop, strategy):
     assert market.get_funds("bob") == 500
 
 
+@pytest.mark.parametrize(
+    ("buyer", "item", "sold_at"),
+    [("bob", "sword", 1700000000.123456), ('Zoë "the" 🙂 王', "épée \u2028", 1e-7), ("b", "i", 3)],
+)
+def test_a_sale_record_is_sorted_compact_json_and_parses_back(buyer, item, sold_at):
+    sale = market.Sale("0f" * 16, "alice", buyer, item, 1_500, sold_at)
+    fields = {"buyer": buyer, "item": item, "price": 1_500, "sale": "0f" * 16,
+              "seller": "alice", "time": sold_at}  # fmt: skip
+    expected = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert sale.record() == expected
+    assert market.Sale.from_record(sale.record().encode()) == sale
+
+
 def test_unknown_strategy_is_refused(shop):
     with pytest.raises(UnknownStrategy):
         market.purchase("bob", "sword", "alice", 300, strategy="magic")
@@ -321,3 +335,40 @@ def test_concurrent_trading_conserves_money_and_items(redis_client, strategy):
         expected[seller] += int(price)
         expected[buyer] -= int(price)
     assert funds == expected
+
+
+def _spend(buyer: str, strategy: str, items: list[tuple[str, str]], price: int, start) -> int:
+    bought = 0
+    start.wait(10)  # all processes buy at the same moment, to race for the same funds
+    for item, seller in items:
+        try:
+            market.purchase(buyer, item, seller, price, strategy=strategy)
+        except InsufficientFunds:
+            continue
+        bought += 1
+    return bought
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_one_buyer_in_several_processes_never_overdraws(redis_client, strategy):
+    # Four processes of one buyer buy different items at once, so under "item_lock" they
+    # hold different locks: only an atomic funds check keeps the buyer from overdrawing.
+    price, affordable, rounds = 100, 3, 8
+    per_process = 4
+    for round_ in range(rounds):
+        buyer, sellers = f"spender{round_}", [f"seller{round_}-{n}" for n in range(4)]
+        market.create_user(buyer, price * affordable)
+        jobs, start = [], CONTEXT.Barrier(len(sellers))
+        for seller in sellers:
+            market.create_user(seller, 0)
+            items = [(f"{seller}-item-{n}", seller) for n in range(per_process)]
+            for item, _ in items:
+                market.give_item(seller, item)
+                market.list_item(seller, item, price)
+            jobs.append((buyer, strategy, items, price, start))
+        bought = sum(run_in_processes(_spend, jobs, timeout=60))
+        assert bought == affordable
+        assert market.get_funds(buyer) == 0
+        assert sum(market.get_funds(seller) for seller in sellers) == price * affordable
+        assert len(market.get_inventory(buyer)) == affordable

@@ -73,6 +73,10 @@ UNREACHABLE = (
 # A wake-up signal only has to outlive the gap between a waiter's failed attempt
 # and its BLPOP; an older one would only cost a waiter one extra attempt.
 SIGNAL_TTL_MS = 2000
+# Guards the making of a lease's ``lost`` event and the report of its loss. One for
+# all leases: both are rare, and a lock per lease would cost every lease (one per
+# ``with Lock(...)``) its making.
+_REPORT_LOCK = threading.Lock()
 
 
 def validate_heartbeat(interval: float | None, ttl: float, max_renewals: int | None) -> float:
@@ -140,7 +144,6 @@ class Lease:
         self._held = False
         self._confirmed_until = 0.0
         self._lost_reported = False
-        self._report_lock = threading.Lock()
         # Made by start_heartbeat: most leases never have a heartbeat.
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
@@ -156,7 +159,7 @@ class Lease:
         # Made on first use: most leases are taken and released without anyone waiting
         # on it, and an Event costs more than the rest of the object.
         if self._lost is None:
-            with self._report_lock:
+            with _REPORT_LOCK:
                 if self._lost is None:
                     self._lost = threading.Event()
         return self._lost
@@ -176,7 +179,10 @@ class Lease:
         longer than the holder's remaining TTL and the remaining wait, so an
         abandoned lease is taken as soon as it expires, without busy polling.
         """
-        timeout = check_seconds(timeout, "lease timeout", allow_zero=True)
+        return self.wait_for(check_seconds(timeout, "lease timeout", allow_zero=True))
+
+    def wait_for(self, timeout: float) -> bool:
+        """``acquire`` for a ``timeout`` the caller has checked (a float of seconds, >= 0)."""
         deadline = self.clock() + timeout
         while True:
             acquired, holder_pttl = self._attempt()
@@ -270,7 +276,7 @@ class Lease:
         return pttl / 1000
 
     def _report_lost(self) -> None:
-        with self._report_lock:
+        with _REPORT_LOCK:
             if self._lost_reported:
                 return
             self._lost_reported = True

@@ -64,7 +64,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from django.core.signals import setting_changed
 from django.db import models
+from django.dispatch import receiver
 
 from .. import keys, lua
 from ..conf import app_settings
@@ -92,7 +94,36 @@ COMPONENT = "lock"
 
 def lock_keys(name: str) -> tuple[str, str, str]:
     """Return the owner, fence and signal keys of lock ``name`` (validated first)."""
-    return _role_keys(keys.validate_key_part(name, "lock name"))
+    return _identity(name)[1:]
+
+
+# Lock names in use and their keys, per key prefix: a Lock is built on every use
+# (``with Lock(name):``), and validating the name and building its three keys is a
+# good part of the Python a use costs. Bounded like the registry's note cache, and
+# emptied when the settings change (the prefix and the name checks depend on them).
+_identities: dict[tuple[str, str], tuple[str, str, str, str]] = {}
+_IDENTITIES_MAX = 4096
+
+
+def _identity(name: str) -> tuple[str, str, str, str]:
+    """Return the validated ``name`` and its owner, fence and signal keys."""
+    cache_key = (app_settings.KEY_PREFIX, name) if type(name) is str else None
+    found = _identities.get(cache_key) if cache_key is not None else None
+    if found is not None:
+        return found
+    valid = keys.validate_key_part(name, "lock name")
+    identity = (valid, *_role_keys(valid))
+    if cache_key is not None:
+        if len(_identities) >= _IDENTITIES_MAX:
+            _identities.clear()
+        _identities[cache_key] = identity
+    return identity
+
+
+@receiver(setting_changed)
+def _forget_identities(*, setting: str, **kwargs: Any) -> None:
+    if setting == "REDISPARTS":
+        _identities.clear()
 
 
 def _role_keys(valid_name: str) -> tuple[str, str, str]:
@@ -122,13 +153,15 @@ class Lock:
         on_lost: Callable[[Lock], Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.name = keys.validate_key_part(name, "lock name")
-        self.owner_key, self.fence_key, self.signal_key = _role_keys(self.name)
+        self.name, self.owner_key, self.fence_key, self.signal_key = _identity(name)
         self.ttl = check_seconds(app_settings.LOCK_TTL if ttl is None else ttl, "lock ttl")
         self.timeout = check_seconds(
             app_settings.LOCK_TIMEOUT if timeout is None else timeout, "lock timeout"
         )
-        renew_interval = validate_heartbeat(renew_interval, self.ttl, max_renewals)
+        if renew_interval is None and max_renewals is None:
+            renew_interval = self.ttl / 3  # validate_heartbeat's default, without the call
+        else:
+            renew_interval = validate_heartbeat(renew_interval, self.ttl, max_renewals)
         self.client = immediate_client(client)
         self.auto_renew = auto_renew
         self.renew_interval = renew_interval
@@ -185,7 +218,7 @@ class Lock:
         """
         wait = self.timeout if timeout is None else check_seconds(timeout, "lock timeout")
         lease = self._new_lease()
-        if not lease.acquire(wait):
+        if not lease.wait_for(wait):
             self._unused = lease
             raise LockTimeout(self.name, wait)
         return self._started(lease)

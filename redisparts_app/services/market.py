@@ -51,16 +51,19 @@ outside the market's slot: they are not part of the atomic step.
 ``purchase`` takes a strategy by name (default REDISPARTS["MARKET_PURCHASE_STRATEGY"]):
 
 - ``"watch"``: WATCH the market and the buyer, check, MULTI/EXEC; retry on conflict.
-- ``"market_lock"``: the same under one market-wide lock, so buyers queue instead of retrying.
+- ``"market_lock"``: buyers queue on one market-wide lock; the holder buys with the
+  ``"lua"`` script.
 - ``"item_lock"``: the same under a lock per listing (one of ITEM_LOCK_STRIPES lock
   names chosen by a hash of the listing), so only buyers of one item queue.
 - ``"lua"``: one script checks and moves everything; no retries, no lock.
 
-The lock strategies still commit under WATCH: listing, cancelling and the
-other strategies do not take their lock, and one buyer's funds are shared by
-all items, so the lock only cuts contention while WATCH keeps the step safe.
-The strategies are therefore interchangeable, even mixed. On failure each
-raises a ``MarketError`` subclass and changes nothing: ``PriceChanged`` (the
+The lock strategies take their step in the script, not under WATCH: listing,
+cancelling and the other strategies do not take their lock, and one buyer's
+funds are shared by all items (two purchases of different items under two item
+locks), so the checks must be atomic with the writes. With the script they are,
+and nothing the lock already excludes is retried: the lock orders buyers, the
+script keeps the step safe. The strategies are therefore interchangeable, even mixed.
+On failure each raises a ``MarketError`` subclass and changes nothing: ``PriceChanged`` (the
 listed price is not the one the buyer saw), ``InsufficientFunds``,
 ``ListingNotFound`` (sold or withdrawn), ``OwnItem``, ``UnknownUser``, ``ItemAlreadyHeld``,
 ``MarketBusy`` (WATCH retries or the lock wait exceeded their time limit,
@@ -75,11 +78,13 @@ the ``{market}`` slot (``connection.on_slot``), which holds every key they touch
 import hashlib
 import json
 import logging
+import math
+import os
 import secrets
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import Any
 
 import redis
@@ -95,8 +100,6 @@ from ..exceptions import (
     ItemListed,
     ItemNotHeld,
     ListingNotFound,
-    LockNotOwned,
-    LockTimeout,
     MarketBusy,
     OwnItem,
     PriceChanged,
@@ -104,7 +107,8 @@ from ..exceptions import (
     UnknownUser,
     UserExists,
 )
-from .locks import Lock
+from .lease import Lease
+from .locks import lock_keys
 
 __all__ = [
     "STRATEGIES",
@@ -168,6 +172,15 @@ class Sale:
 
     def record(self) -> str:
         """Return the outbox member: JSON with sorted keys, the same bytes for the same sale."""
+        if type(self.price) is int and type(self.sold_at) is float and math.isfinite(self.sold_at):
+            # What json.dumps below writes, without its machinery (on every purchase):
+            # the same string escaping, and floats and ints in their repr.
+            quote = encode_basestring
+            return (
+                f'{{"buyer":{quote(self.buyer)},"item":{quote(self.item)},'
+                f'"price":{self.price!r},"sale":{quote(self.sale_id)},'
+                f'"seller":{quote(self.seller)},"time":{self.sold_at!r}}}'
+            )
         fields = {
             "buyer": self.buyer,
             "item": self.item,
@@ -207,7 +220,7 @@ class Purchase:
     item: str
     price: int  # cents
     strategy: str
-    retries: int  # WATCH conflicts retried (always 0 for "lua")
+    retries: int  # WATCH conflicts retried (only "watch" retries; 0 for the others)
     sale: Sale  # the record the purchase wrote to the outbox
 
 
@@ -477,20 +490,22 @@ def purchase(
 
 def new_sale_id() -> str:
     """Return a fresh sale id (32 hex digits, random: ids never repeat across hosts)."""
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()  # 128 random bits; uuid4() costs a few µs more
 
 
 _LUA_REFUSALS = {-1: "not listed", -2: "funds", -3: "unknown buyer"}
 
 
 def _purchase_lua(client: Client, order: _Order) -> int:
+    # The keys built from one make_key: the names are validated key parts already.
+    base = keys.make_key(COMPONENT, TAG)
     code, value = lua.script(client, "market_purchase")(
         keys=[
-            listings_key(),
-            user_key(order.buyer),
-            user_key(order.seller),
-            inventory_key(order.buyer),
-            outbox_key(),
+            f"{base}:listings",
+            f"{base}:user:{order.buyer}",
+            f"{base}:user:{order.seller}",
+            f"{base}:inventory:{order.buyer}",
+            f"{base}:outbox",
         ],
         args=[
             listing_member(order.item, order.seller),
@@ -555,28 +570,40 @@ def lock_name(item: str, seller: str, strategy: str) -> str:
     """Return the name of the lock a ``strategy`` purchase of one listing takes."""
     if strategy == "market_lock":
         return "market"
-    # A fixed set of stripes, not one lock per listing: every lock name leaves a
-    # fencing counter behind for good. Two listings sharing a stripe only queue
-    # their buyers together.
+    # A fixed set of stripes, not one lock per listing: a bounded set of names that a
+    # Lock may take too (a Lock leaves a fencing counter behind for good per name).
+    # Two listings sharing a stripe only queue their buyers together.
     digest = hashlib.sha256(listing_member(item, seller).encode()).digest()
     return f"market-item-{int.from_bytes(digest[:4], 'big') % ITEM_LOCK_STRIPES}"
 
 
 def _purchase_locked(client: Client, order: _Order, strategy: str) -> int:
+    """Queue on the strategy's lock, then buy in one script step; return 0 (no retries).
+
+    The lock makes buyers of one listing (or of the market) wait their turn instead of
+    racing; the purchase itself is the ``lua`` strategy's script, whose checks (listed,
+    price, funds, item in one place) hold whoever else writes meanwhile: listers, other
+    strategies, or this buyer's purchases of other items under other locks. So nothing
+    is retried, and a lock lost before its release costs nothing but a warning.
+
+    The lock is taken as a bare lease on the ``Lock``'s owner and wake-up keys, so a
+    ``Lock(lock_name(...))`` holder excludes purchases and the other way round: no
+    fencing token (the script needs none, and a fence counter per name would stay
+    behind for good) and no note in the lock registry (a hold lasts one script call).
+    """
     name = lock_name(order.item, order.seller, strategy)
+    owner_key, _fence_key, signal_key = lock_keys(name)
+    lease = Lease(owner_key, app_settings.MARKET_LOCK_TTL, client=client, signal_key=signal_key)
     wait = app_settings.MARKET_LOCK_WAIT
-    retries: int | None = None
+    if not lease.acquire(wait):
+        raise MarketBusy(f"purchase lock {name!r} stayed held for {wait:g}s")
     try:
-        with Lock(name, ttl=app_settings.MARKET_LOCK_TTL, timeout=wait, client=client):
-            retries = _purchase_watch(client, order)
-    except LockTimeout as exc:
-        raise MarketBusy(f"purchase lock {name!r} stayed held for {wait:g}s") from exc
-    except LockNotOwned:
-        if retries is None:
-            raise
-        # The lock expired before the release; WATCH still made the commit safe.
-        logger.warning("purchase lock %r expired before release; purchase committed", name)
-    return retries
+        _purchase_lua(client, order)
+    finally:
+        # False: the lock expired before the release (logged by the lease); the
+        # script's step was atomic regardless.
+        lease.release()
+    return 0
 
 
 # --- the outbox and the notice markers ---------------------------------------------------

@@ -81,16 +81,25 @@ def test_the_command_refuses_bad_numbers(args):
 
 
 def test_target_ratios_pair_the_runs_of_each_repetition():
-    def row(strategy, *bought):
-        return market_load.Row(strategy, 5, 5, bought_per_run=list(bought))
+    def row(strategy, *bought, load=(5, 5)):
+        return market_load.Row(strategy, *load, bought_per_run=list(bought))
 
-    rows = [row("watch", 10, 50, 20), row("item_lock", 40, 0, 30), row("lua", 100, 300, 90)]
-    # Per repetition: 100/10, 300/50, 90/20 -> median 6; 100/40, 300/0, 90/30 -> median 3.
-    assert market_load.bought_ratio(rows, "lua", "watch") == 6.0
-    assert market_load.bought_ratio(rows, "lua", "item_lock") == 3.0
+    rows = [row("book_item_lock", 10, 50, 20), row("item_lock", 40, 0, 30),
+            row("floor", 100, 300, 90), row("lua", 95, 240, 90),
+            row("lua", 1, 1, 1, load=(1, 1))]  # fmt: skip
+    # Per repetition: 40/10, 0/50, 30/20 -> median 1.5; 95/100, 240/300, 90/90 -> median 0.95.
+    assert market_load.bought_ratio(rows, "item_lock", "book_item_lock") == 1.5
+    assert market_load.bought_ratio(rows, "lua", "floor") == 0.95
     assert market_load.target_lines(rows) == [
-        "lua / watch, items bought at 5/5: 6.00x (target >= 8x: MISSED)",
-        "lua / item_lock, items bought at 5/5: 3.00x (target >= 2.5x: met)",
+        "item_lock / book_item_lock, items bought at 5/5: 1.50x (target >= 1x: met)",
+        "lua / floor, items bought at 5/5: 0.95x (target >= 0.9x: met)",
     ]
     # Strategies left out of the run give no line.
-    assert market_load.target_lines(rows[2:]) == []
+    assert market_load.target_lines(rows[2:3]) == []
+
+
+def test_the_book_item_lock_overdraws_a_buyer_and_the_item_lock_strategy_does_not(redis_url):
+    assert market_load.overdraw_race(redis_url, "item_lock", 100) == 0
+    # The book's per-item lock leaves the funds check outside any shared lock: two
+    # processes of one buyer, released together, both pass it in most rounds.
+    assert market_load.overdraw_race(redis_url, "book_item_lock", 100) > 0

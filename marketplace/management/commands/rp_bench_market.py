@@ -2,13 +2,15 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from bench import market_load
-from redisparts_app.services.market import STRATEGIES
+
+STRATEGIES = market_load.STRATEGIES  # the service's strategies, then their peers
 
 
 class Command(BaseCommand):
     help = (
         'Print the "heavily loaded marketplace" table: listers/buyers 1/1, 5/1 and 5/5 '
-        "processes for each purchase strategy, with the invariant checks. Runs on a "
+        "processes for each purchase strategy and its peers (the book's lock purchases, a "
+        "bare one-script purchase), with the invariant checks. Runs on a "
         "redis-server of its own (started and stopped here), never on the configured one."
     )
 
