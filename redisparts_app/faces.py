@@ -1,0 +1,376 @@
+"""One core, two faces: a service call written once, run on a sync or an asyncio client.
+
+Import: ``from redisparts_app import faces``.
+
+A service method's *core* holds its whole logic (validation, key names, script
+arguments, decoding the replies) and no I/O: it is a generator that yields the Redis
+operations it needs and receives each one's reply, and returns the call's result::
+
+    def _send(self, sender, text):             # the core
+        keys, args = ...                       # validation, keys, arguments
+        reply = yield faces.script("mail_send", keys, args)
+        return int(reply)
+
+    def send(self, sender, text):              # the sync face
+        return faces.run(self._send(sender, text), self.client)
+
+    async def asend(self, sender, text):       # the async face
+        return await faces.arun(self._send(sender, text), self.aclient)
+
+A core of one step may be the operation itself, with ``then=`` decoding its reply.
+The operations: ``command`` (a redis-py method by name), ``script`` (a bundled Lua
+script: EVALSHA, SCRIPT LOAD when the server lacks it), ``pipeline`` (several at once,
+one round trip; scripts in it go as EVALSHA too), ``transaction`` (MULTI/EXEC on the
+server holding a key, as ``connection.transaction``), ``scripts`` (one script per
+(keys, args), pipelined per node, as the chat's fetch across chats), ``sleep``, and
+``CLIENT`` (the client the core runs on, for what depends on it). Two executors run
+a core: ``run(core, client)`` on a sync client or cluster client, ``await arun(core,
+client)`` on a ``redis.asyncio`` one (None: ``connection.get_async_redis()``). An
+error of an operation is raised inside the core, which may catch it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from types import GeneratorType
+from typing import Any, TypeAlias, TypeVar
+
+from redis.exceptions import NoScriptError
+
+from . import lua
+from .connection import (
+    SLOT_MIGRATING_ERRORS,
+    atransaction,
+    by_node,
+    get_redis,
+    is_async_client,
+    is_pipeline,
+    on_slot,
+    resolve_async_client,
+    resolve_client,
+    while_resharding,
+)
+from .connection import (
+    transaction as sync_transaction,
+)
+
+__all__ = [
+    "CLIENT",
+    "Core",
+    "Op",
+    "Steps",
+    "arun",
+    "clients",
+    "command",
+    "pipeline",
+    "run",
+    "script",
+    "scripts",
+    "sleep",
+    "transaction",
+]
+
+T = TypeVar("T")
+
+
+class Op:
+    """One Redis operation of a core; ``then`` decodes its reply (None: as it comes)."""
+
+    __slots__ = ()
+    then: Callable[[Any], Any] | None
+
+
+@dataclass(slots=True)
+class Command(Op):
+    name: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    then: Callable[[Any], Any] | None = None
+
+
+@dataclass(slots=True)
+class Script(Op):
+    name: str
+    keys: Sequence[Any]
+    args: Sequence[Any]
+    then: Callable[[Any], Any] | None = None
+
+
+@dataclass(slots=True)
+class Pipeline(Op):
+    ops: list[Command | Script]
+    then: Callable[[Any], Any] | None = None
+
+
+@dataclass(slots=True)
+class Transaction(Op):
+    key: str
+    ops: list[Command]
+    then: Callable[[Any], Any] | None = None
+
+
+@dataclass(slots=True)
+class Scripts(Op):
+    name: str
+    calls: list[tuple[list[str], list[Any]]]
+    then: Callable[[Any], Any] | None = None
+
+
+@dataclass(slots=True)
+class Sleep(Op):
+    seconds: float
+    then: Callable[[Any], Any] | None = field(default=None)
+
+
+class _Client(Op):
+    __slots__ = ()
+    then = None
+
+
+# Yield it to receive the client the core runs on.
+CLIENT = _Client()
+
+# A core of several steps: yields operations, receives their replies, returns the result.
+Steps: TypeAlias = Generator[Op, Any, T]
+Core: TypeAlias = Steps[T] | Op
+
+
+def command(name: str, *args: Any, then: Callable[[Any], Any] | None = None, **kwargs: Any) -> Op:
+    """The redis-py method ``name`` called with ``args`` and ``kwargs``."""
+    return Command(name, args, kwargs, then)
+
+
+def script(
+    name: str, keys: Sequence[Any], args: Sequence[Any], *, then: Callable[[Any], Any] | None = None
+) -> Op:
+    """The bundled Lua script ``name`` (``lua/<name>.lua``) run on ``keys`` and ``args``."""
+    return Script(name, keys, args, then)
+
+
+def pipeline(ops: list[Any], *, then: Callable[[Any], Any] | None = None) -> Op:
+    """Commands and scripts sent together (no MULTI); the reply is the list of replies.
+
+    On a cluster client a cluster pipeline, which sends each node its part.
+    """
+    return Pipeline(ops, then)
+
+
+def transaction(key: str, ops: list[Any], *, then: Callable[[Any], Any] | None = None) -> Op:
+    """Commands run as one MULTI/EXEC on the server holding ``key`` (their keys share its
+    hash tag); the reply is EXEC's list of replies."""
+    return Transaction(key, ops, then)
+
+
+def scripts(
+    name: str, calls: list[tuple[list[str], list[Any]]], *, then: Callable[[Any], Any] | None = None
+) -> Op:
+    """Script ``name`` run once per ``(keys, args)`` (each call's keys in one slot), in one
+    pipeline per node; the reply is the list of their replies, in order."""
+    return Scripts(name, calls, then)
+
+
+def sleep(seconds: float) -> Op:
+    """Wait ``seconds`` (time.sleep on the sync face, asyncio.sleep on the async one)."""
+    return Sleep(seconds)
+
+
+def clients(client: Any) -> tuple[Any, Any]:
+    """Return the (sync, async) clients of a service given ``client=``.
+
+    A redis.asyncio client serves the async methods and get_redis() the sync ones; any
+    other client (or None: get_redis()) the sync methods, and the async methods then
+    use get_async_redis() (the async second of None).
+    """
+    if is_async_client(client):
+        return get_redis(), client
+    return resolve_client(client), None
+
+
+# -- the sync face --------------------------------------------------------------------
+
+
+def run(core: Core[T], client: Any) -> T:
+    """Run ``core`` on the sync ``client`` (a client, cluster client or pipeline)."""
+    if not isinstance(core, GeneratorType):
+        return _do(core, client)
+    reply: Any = None
+    error: Exception | None = None
+    while type(op := _resume(core, reply, error)) is not _Result:
+        try:
+            reply, error = _do(op, client), None
+        except Exception as exc:
+            reply, error = None, exc
+    return op.value
+
+
+class _Result:
+    """What a core returned (the executors' loop ends on it)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _resume(core: Steps[Any], reply: Any, error: Exception | None) -> Any:
+    """Give ``core`` the reply (or raise the error) of its last operation; return its next
+    operation, or a _Result once it has returned."""
+    try:
+        return core.send(reply) if error is None else core.throw(error)
+    except StopIteration as stop:
+        return _Result(stop.value)
+
+
+def _do(op: Any, client: Any) -> Any:
+    kind = type(op)
+    if kind is Command:
+        reply = getattr(client, op.name)(*op.args, **op.kwargs)
+    elif kind is Script:
+        reply = lua.script(client, op.name)(keys=op.keys, args=op.args)
+    elif kind is _Client:
+        return client
+    elif kind is Pipeline:
+        reply = _sync_pipeline(client, op.ops)
+    elif kind is Transaction:
+        reply = sync_transaction(client, op.key, lambda pipe: _queue_all(pipe, op.ops))
+    elif kind is Scripts:
+        reply = _sync_scripts(client, op.name, op.calls)
+    elif kind is Sleep:
+        time.sleep(op.seconds)
+        reply = None
+    else:
+        raise TypeError(f"a core yielded {op!r}, not a faces operation")
+    return reply if op.then is None else op.then(reply)
+
+
+def _queue_all(pipe: Any, ops: list[Any]) -> None:
+    for op in ops:
+        if type(op) is Script:  # not pipe.evalsha(), which cluster pipelines refuse
+            pipe.execute_command("EVALSHA", lua.sha(op.name), len(op.keys), *op.keys, *op.args)
+        else:
+            getattr(pipe, op.name)(*op.args, **op.kwargs)
+
+
+def _sync_pipeline(client: Any, ops: list[Any]) -> list[Any]:
+    if is_pipeline(client):  # queue on the caller's pipeline; its execute() sends them
+        _queue_all(client, ops)
+        return client
+    pipe = client.pipeline(transaction=False)
+    _queue_all(pipe, ops)
+    replies = pipe.execute(raise_on_error=False)
+    for index, reply in enumerate(replies):
+        if isinstance(reply, NoScriptError):  # a server that lost its scripts: run it alone
+            op = ops[index]
+            replies[index] = lua.script(client, op.name)(keys=op.keys, args=op.args)
+        elif isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+def _sync_scripts(client: Any, name: str, calls: list[tuple[list[str], list[Any]]]) -> list:
+    """One pipeline per node of the calls' keys (one round trip on a single server).
+
+    EVALSHA directly rather than redis-py's pipeline scripts, which add a SCRIPT EXISTS
+    round trip to every execute (and which cluster pipelines refuse). A call whose slot
+    is moving was not run by the server: the cluster client runs it where the slot is now.
+    """
+    replies: list = [None] * len(calls)
+    for indexes in by_node(client, range(len(calls)), lambda i: calls[i][0][0]):
+        with on_slot(client, calls[indexes[0]][0][0]) as server:
+            group = _node_scripts(server, name, [calls[i] for i in indexes])
+        for index, reply in zip(indexes, group, strict=True):
+            if isinstance(reply, SLOT_MIGRATING_ERRORS):
+                keys, args = calls[index]
+                call = lua.script(client, name)
+                reply = while_resharding(client, lambda: call(keys=keys, args=args))  # noqa: B023
+            replies[index] = reply
+    return replies
+
+
+def _node_scripts(server: Any, name: str, calls: list[tuple[list[str], list[Any]]]) -> list:
+    call = lua.script(server, name)
+    if len(calls) == 1:  # a pipeline of one call only costs more
+        [(keys, args)] = calls
+        try:
+            return [call(keys=keys, args=args)]
+        except SLOT_MIGRATING_ERRORS as exc:
+            return [exc]
+    for attempt in (1, 2):
+        pipe = server.pipeline(transaction=False)
+        for keys, args in calls:
+            pipe.evalsha(call.sha, len(keys), *keys, *args)
+        replies = pipe.execute(raise_on_error=False)
+        if attempt == 1 and any(isinstance(r, NoScriptError) for r in replies):
+            server.script_load(call.script)
+            continue
+        for reply in replies:
+            if isinstance(reply, Exception) and not isinstance(reply, SLOT_MIGRATING_ERRORS):
+                raise reply
+        return replies
+    raise AssertionError("unreachable")
+
+
+# -- the async face -------------------------------------------------------------------
+
+
+async def arun(core: Core[T], client: Any = None) -> T:
+    """Run ``core`` on the ``redis.asyncio`` ``client`` (None: get_async_redis())."""
+    client = resolve_async_client(client)
+    if not isinstance(core, GeneratorType):
+        return await _ado(core, client)
+    reply: Any = None
+    error: Exception | None = None
+    while type(op := _resume(core, reply, error)) is not _Result:
+        try:
+            reply, error = await _ado(op, client), None
+        except Exception as exc:
+            reply, error = None, exc
+    return op.value
+
+
+async def _ado(op: Any, client: Any) -> Any:
+    kind = type(op)
+    if kind is Command:
+        reply = await getattr(client, op.name)(*op.args, **op.kwargs)
+    elif kind is Script:
+        reply = await _ascript(client, op.name, op.keys, op.args)
+    elif kind is _Client:
+        return client
+    elif kind is Pipeline or kind is Scripts:
+        ops = op.ops if kind is Pipeline else [Script(op.name, k, a) for k, a in op.calls]
+        reply = await _apipeline(client, ops)
+    elif kind is Transaction:
+        reply = await atransaction(client, op.key, lambda pipe: _queue_all(pipe, op.ops))
+    elif kind is Sleep:
+        await asyncio.sleep(op.seconds)
+        reply = None
+    else:
+        raise TypeError(f"a core yielded {op!r}, not a faces operation")
+    return reply if op.then is None else op.then(reply)
+
+
+async def _ascript(client: Any, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    sha = lua.sha(name)
+    try:
+        return await client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+    except NoScriptError:
+        sha = await client.script_load(lua.source(name))
+        return await client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+
+
+async def _apipeline(client: Any, ops: list[Any]) -> list[Any]:
+    # An async cluster client's pipeline sends each node its part, at once, and follows
+    # redirections itself.
+    async with client.pipeline(transaction=False) as pipe:
+        _queue_all(pipe, ops)
+        replies = await pipe.execute(raise_on_error=False)
+    for index, reply in enumerate(replies):
+        if isinstance(reply, NoScriptError):
+            op = ops[index]
+            replies[index] = await _ascript(client, op.name, op.keys, op.args)
+        elif isinstance(reply, Exception):
+            raise reply
+    return replies
