@@ -70,6 +70,7 @@ __all__ = [
     "get_async_redis",
     "get_redis",
     "is_async_client",
+    "is_cluster",
     "is_pipeline",
     "on_slot",
     "reset_clients",
@@ -523,12 +524,17 @@ def by_slot(client: Any, items: Iterable[T], key_of: Callable[[T], KeyT]) -> lis
     where a script's keys must share a slot; then one group per slot of ``key_of(item)``.
     """
     items = list(items)
-    if not isinstance(client, RedisCluster | redis.asyncio.RedisCluster):
+    if not is_cluster(client):
         return [items] if items else []
     groups: dict[int, list[T]] = {}
     for item in items:
         groups.setdefault(client.keyslot(key_of(item)), []).append(item)
     return list(groups.values())
+
+
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` is a cluster client, sync or async (not a pipeline)."""
+    return isinstance(client, RedisCluster | redis.asyncio.RedisCluster)
 
 
 def is_pipeline(client: Any) -> bool:

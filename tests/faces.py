@@ -15,6 +15,7 @@ server or cluster as the sync client), and closes its clients at the end of the 
 """
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Iterator
 from typing import Any, TypeVar
 
@@ -47,6 +48,14 @@ class Face:
         assert self.loop is not None, "the sync face has no event loop"
         return self.loop.run_until_complete(awaitable)
 
+    def result(self, value: Any) -> Any:
+        """What a sync call returns for an async twin's ``value``: its awaited result, or an
+        async context manager (``ahold()``) seen as a sync one."""
+        if inspect.isawaitable(value):
+            return self.run(value)
+        assert hasattr(value, "__aenter__"), f"an async twin returned {value!r}"
+        return _AsyncView(value, self)
+
 
 class _AsyncView:
     def __init__(self, target: Any, face: Face) -> None:
@@ -58,11 +67,11 @@ class _AsyncView:
         if not callable(value) or isinstance(value, type):
             return value
         twin = getattr(self._target, f"a{name}")
-        return lambda *args, **kwargs: self._face.run(twin(*args, **kwargs))
+        return lambda *args, **kwargs: self._face.result(twin(*args, **kwargs))
 
     def __enter__(self) -> Any:
-        self._face.run(self._target.__aenter__())
-        return self
+        entered = self._face.run(self._target.__aenter__())
+        return self if entered is self._target else entered
 
     def __exit__(self, *exc_info: Any) -> Any:
         return self._face.run(self._target.__aexit__(*exc_info))
