@@ -23,7 +23,8 @@ script: EVALSHA, SCRIPT LOAD when the server lacks it), ``pipeline`` (several at
 one round trip; scripts in it go as EVALSHA too), ``transaction`` (MULTI/EXEC on the
 server holding a key, as ``connection.transaction``), ``scripts`` (one script per
 (keys, args), pipelined per node, as the chat's fetch across chats), ``sleep``, and
-``CLIENT`` (the client the core runs on, for what depends on it). Two executors run
+``watch`` (WATCH, reads, MULTI/EXEC: an optimistic transaction), ``CLIENT`` (the client
+the core runs on, for what depends on it). Two executors run
 a core: ``run(core, client)`` on a sync client or cluster client, ``await arun(core,
 client)`` on a ``redis.asyncio`` one (None: ``connection.get_async_redis()``). An
 error of an operation is raised inside the core, which may catch it.
@@ -34,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Generator, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from types import GeneratorType
 from typing import Any, TypeAlias, TypeVar
@@ -43,7 +45,9 @@ from redis.exceptions import NoScriptError
 from . import lua
 from .connection import (
     SLOT_MIGRATING_ERRORS,
+    aon_slot,
     atransaction,
+    awhile_resharding,
     by_node,
     get_redis,
     is_async_client,
@@ -71,6 +75,7 @@ __all__ = [
     "scripts",
     "sleep",
     "transaction",
+    "watch",
 ]
 
 T = TypeVar("T")
@@ -109,6 +114,14 @@ class Pipeline(Op):
 class Transaction(Op):
     key: str
     ops: list[Command]
+    then: Callable[[Any], Any] | None = None
+
+
+@dataclass(slots=True)
+class Watch(Op):
+    key: str
+    reads: list[Command]
+    write: Callable[[list[Any]], list[Command] | None]
     then: Callable[[Any], Any] | None = None
 
 
@@ -164,6 +177,23 @@ def transaction(key: str, ops: list[Any], *, then: Callable[[Any], Any] | None =
     return Transaction(key, ops, then)
 
 
+def watch(
+    key: str,
+    reads: list[Any],
+    write: Callable[[list[Any]], list[Any] | None],
+    *,
+    then: Callable[[Any], Any] | None = None,
+) -> Op:
+    """An optimistic transaction on the server holding ``key``: WATCH ``key``, run the
+    ``reads`` at once, then MULTI, the commands ``write(read replies)`` returns, EXEC.
+
+    The reply is ``(read replies, EXEC's replies)``; ``(read replies, None)`` when
+    ``write`` returned None (UNWATCH, nothing written). A write of the key by another
+    client between WATCH and EXEC raises redis.WatchError in the core, which may retry.
+    """
+    return Watch(key, reads, write, then)
+
+
 def scripts(
     name: str, calls: list[tuple[list[str], list[Any]]], *, then: Callable[[Any], Any] | None = None
 ) -> Op:
@@ -198,11 +228,15 @@ def run(core: Core[T], client: Any) -> T:
         return _do(core, client)
     reply: Any = None
     error: Exception | None = None
-    while type(op := _resume(core, reply, error)) is not _Result:
-        try:
-            reply, error = _do(op, client), None
-        except Exception as exc:
-            reply, error = None, exc
+    try:
+        while type(op := _resume(core, reply, error)) is not _Result:
+            try:
+                reply, error = _do(op, client), None
+            except Exception as exc:
+                reply, error = None, exc
+    except BaseException:
+        _abandon(core)
+        raise
     return op.value
 
 
@@ -213,6 +247,14 @@ class _Result:
 
     def __init__(self, value: Any) -> None:
         self.value = value
+
+
+def _abandon(core: Steps[Any]) -> None:
+    """Close a core left midway (a cancelled task): a core whose ``finally`` wants one
+    more operation (a clean-up write) cannot have it, and its key's TTL or a purge
+    clears what it leaves."""
+    with suppress(RuntimeError):
+        core.close()
 
 
 def _resume(core: Steps[Any], reply: Any, error: Exception | None) -> Any:
@@ -238,6 +280,8 @@ def _do(op: Any, client: Any) -> Any:
         reply = sync_transaction(client, op.key, lambda pipe: _queue_all(pipe, op.ops))
     elif kind is Scripts:
         reply = _sync_scripts(client, op.name, op.calls)
+    elif kind is Watch:
+        reply = while_resharding(client, lambda: _sync_watch(client, op))
     elif kind is Sleep:
         time.sleep(op.seconds)
         reply = None
@@ -252,6 +296,19 @@ def _queue_all(pipe: Any, ops: list[Any]) -> None:
             pipe.execute_command("EVALSHA", lua.sha(op.name), len(op.keys), *op.keys, *op.args)
         else:
             getattr(pipe, op.name)(*op.args, **op.kwargs)
+
+
+def _sync_watch(client: Any, op: Watch) -> tuple[list[Any], list[Any] | None]:
+    with on_slot(client, op.key) as server, server.pipeline(transaction=True) as pipe:
+        pipe.watch(op.key)
+        reads = [getattr(pipe, read.name)(*read.args, **read.kwargs) for read in op.reads]
+        writes = op.write(reads)
+        if writes is None:
+            pipe.unwatch()
+            return reads, None
+        pipe.multi()
+        _queue_all(pipe, writes)
+        return reads, pipe.execute()
 
 
 def _sync_pipeline(client: Any, ops: list[Any]) -> list[Any]:
@@ -323,11 +380,15 @@ async def arun(core: Core[T], client: Any = None) -> T:
         return await _ado(core, client)
     reply: Any = None
     error: Exception | None = None
-    while type(op := _resume(core, reply, error)) is not _Result:
-        try:
-            reply, error = await _ado(op, client), None
-        except Exception as exc:
-            reply, error = None, exc
+    try:
+        while type(op := _resume(core, reply, error)) is not _Result:
+            try:
+                reply, error = await _ado(op, client), None
+            except Exception as exc:
+                reply, error = None, exc
+    except BaseException:  # cancelled, interrupted, or the core's own error
+        _abandon(core)
+        raise
     return op.value
 
 
@@ -344,12 +405,27 @@ async def _ado(op: Any, client: Any) -> Any:
         reply = await _apipeline(client, ops)
     elif kind is Transaction:
         reply = await atransaction(client, op.key, lambda pipe: _queue_all(pipe, op.ops))
+    elif kind is Watch:
+        reply = await awhile_resharding(client, lambda: _awatch(client, op))
     elif kind is Sleep:
         await asyncio.sleep(op.seconds)
         reply = None
     else:
         raise TypeError(f"a core yielded {op!r}, not a faces operation")
     return reply if op.then is None else op.then(reply)
+
+
+async def _awatch(client: Any, op: Watch) -> tuple[list[Any], list[Any] | None]:
+    async with aon_slot(client, op.key) as server, server.pipeline(transaction=True) as pipe:
+        await pipe.watch(op.key)
+        reads = [await getattr(pipe, read.name)(*read.args, **read.kwargs) for read in op.reads]
+        writes = op.write(reads)
+        if writes is None:
+            await pipe.unwatch()
+            return reads, None
+        pipe.multi()
+        _queue_all(pipe, writes)
+        return reads, await pipe.execute()
 
 
 async def _ascript(client: Any, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
