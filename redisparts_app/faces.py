@@ -108,6 +108,7 @@ class Script(Op):
 class Pipeline(Op):
     ops: list[Command | Script]
     then: Callable[[Any], Any] | None = None
+    key: str | None = None
 
 
 @dataclass(slots=True)
@@ -163,12 +164,17 @@ def script(
     return Script(name, keys, args, then)
 
 
-def pipeline(ops: list[Any], *, then: Callable[[Any], Any] | None = None) -> Op:
+def pipeline(
+    ops: list[Any], *, key: str | None = None, then: Callable[[Any], Any] | None = None
+) -> Op:
     """Commands and scripts sent together (no MULTI); the reply is the list of replies.
 
-    On a cluster client a cluster pipeline, which sends each node its part.
+    On a cluster client a cluster pipeline, which sends each node its part; with ``key``,
+    one connection of the server holding ``key`` (for WAIT, which counts its own
+    connection's writes). A script the server lacks is loaded and sent again, with the
+    commands that came after it (so a WAIT after it counts its write).
     """
-    return Pipeline(ops, then)
+    return Pipeline(ops, then, key)
 
 
 def transaction(key: str, ops: list[Any], *, then: Callable[[Any], Any] | None = None) -> Op:
@@ -275,7 +281,7 @@ def _do(op: Any, client: Any) -> Any:
     elif kind is _Client:
         return client
     elif kind is Pipeline:
-        reply = _sync_pipeline(client, op.ops)
+        reply = _sync_pipeline(client, op)
     elif kind is Transaction:
         reply = sync_transaction(client, op.key, lambda pipe: _queue_all(pipe, op.ops))
     elif kind is Scripts:
@@ -311,18 +317,45 @@ def _sync_watch(client: Any, op: Watch) -> tuple[list[Any], list[Any] | None]:
         return reads, pipe.execute()
 
 
-def _sync_pipeline(client: Any, ops: list[Any]) -> list[Any]:
+def _sync_pipeline(client: Any, op: Pipeline) -> list[Any]:
     if is_pipeline(client):  # queue on the caller's pipeline; its execute() sends them
-        _queue_all(client, ops)
+        _queue_all(client, op.ops)
         return client
+    if op.key is not None:
+        with on_slot(client, op.key) as server:
+            return _sync_send(server, op.ops)
+    return _sync_send(client, op.ops)
+
+
+def _sync_send(client: Any, ops: list[Any]) -> list[Any]:
     pipe = client.pipeline(transaction=False)
     _queue_all(pipe, ops)
     replies = pipe.execute(raise_on_error=False)
-    for index, reply in enumerate(replies):
-        if isinstance(reply, NoScriptError):  # a server that lost its scripts: run it alone
-            op = ops[index]
-            replies[index] = lua.script(client, op.name)(keys=op.keys, args=op.args)
-        elif isinstance(reply, Exception):
+    again = _unloaded(ops, replies)
+    if again:
+        for name in {ops[i].name for i in again if type(ops[i]) is Script}:
+            client.script_load(lua.source(name))
+        _replace(replies, again, _sync_send(client, [ops[i] for i in again]))
+    return _raise_first(replies)
+
+
+def _unloaded(ops: list[Any], replies: list[Any]) -> list[int]:
+    """The indexes of the ops to send again after a NOSCRIPT: the scripts refused, and
+    every command after the first of them."""
+    refused = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    if not refused:
+        return []
+    return [i for i in range(refused[0], len(ops)) if i in refused or type(ops[i]) is Command]
+
+
+def _replace(replies: list[Any], indexes: list[int], again: list[Any]) -> None:
+    for index, reply in zip(indexes, again, strict=True):
+        replies[index] = reply
+
+
+def _raise_first(replies: list[Any]) -> list[Any]:
+    for reply in replies:
+        if isinstance(reply, Exception):
             raise reply
     return replies
 
@@ -400,9 +433,10 @@ async def _ado(op: Any, client: Any) -> Any:
         reply = await _ascript(client, op.name, op.keys, op.args)
     elif kind is _Client:
         return client
-    elif kind is Pipeline or kind is Scripts:
-        ops = op.ops if kind is Pipeline else [Script(op.name, k, a) for k, a in op.calls]
-        reply = await _apipeline(client, ops)
+    elif kind is Pipeline:
+        reply = await _apipeline(client, op)
+    elif kind is Scripts:
+        reply = await _asend(client, [Script(op.name, k, a) for k, a in op.calls])
     elif kind is Transaction:
         reply = await atransaction(client, op.key, lambda pipe: _queue_all(pipe, op.ops))
     elif kind is Watch:
@@ -437,16 +471,22 @@ async def _ascript(client: Any, name: str, keys: Sequence[Any], args: Sequence[A
         return await client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
 
 
-async def _apipeline(client: Any, ops: list[Any]) -> list[Any]:
+async def _apipeline(client: Any, op: Pipeline) -> list[Any]:
+    if op.key is not None:
+        async with aon_slot(client, op.key) as server:
+            return await _asend(server, op.ops)
+    return await _asend(client, op.ops)
+
+
+async def _asend(client: Any, ops: list[Any]) -> list[Any]:
     # An async cluster client's pipeline sends each node its part, at once, and follows
     # redirections itself.
     async with client.pipeline(transaction=False) as pipe:
         _queue_all(pipe, ops)
         replies = await pipe.execute(raise_on_error=False)
-    for index, reply in enumerate(replies):
-        if isinstance(reply, NoScriptError):
-            op = ops[index]
-            replies[index] = await _ascript(client, op.name, op.keys, op.args)
-        elif isinstance(reply, Exception):
-            raise reply
-    return replies
+    again = _unloaded(ops, replies)
+    if again:
+        for name in {ops[i].name for i in again if type(ops[i]) is Script}:
+            await client.script_load(lua.source(name))
+        _replace(replies, again, await _asend(client, [ops[i] for i in again]))
+    return _raise_first(replies)
