@@ -22,8 +22,10 @@ redis-py 5.2's cluster client refuses, and for scripts pipelined per node;
 
 The async face: ``get_async_redis(alias)`` builds a ``redis.asyncio`` client from the
 same entry (CACHE: the cache's pool settings; URL, SENTINELS, CLUSTER: the same
-arguments), one per event loop and alias; ``aon_slot``, ``atransaction`` and
-``awhile_resharding`` are the twins of the helpers above (see ``faces``).
+arguments), one per event loop and alias; a single server's is a ``MultiplexedRedis``
+(plain commands of every coroutine share one auto-pipelined connection). ``aon_slot``,
+``atransaction`` and ``awhile_resharding`` are the twins of the helpers above (see
+``faces``).
 """
 
 import asyncio
@@ -53,6 +55,7 @@ from redis.typing import KeyT
 
 from .conf import app_settings
 from .exceptions import ConnectionNotConfigured, shorten
+from .multiplexed import MultiplexedRedis
 
 __all__ = [
     "SHAPES",
@@ -299,7 +302,7 @@ def _build_async_client(config: dict[str, Any]) -> Client:
     if "CACHE" in config:
         return _async_twin(_cache_client(config["CACHE"]))
     if "URL" in config:
-        return redis.asyncio.Redis.from_url(config["URL"], **options)
+        return MultiplexedRedis.from_url(config["URL"], **options)
     if "CLUSTER" in config:
         nodes, options = _cluster_arguments(config)
         if isinstance(nodes, str):
@@ -312,7 +315,9 @@ def _build_async_client(config: dict[str, Any]) -> Client:
         sentinel_kwargs=config.get("SENTINEL_OPTIONS"),
         **options,
     )
-    return sentinel.master_for(config["SERVICE_NAME"], db=config.get("DB", 0))
+    return sentinel.master_for(
+        config["SERVICE_NAME"], redis_class=MultiplexedRedis, db=config.get("DB", 0)
+    )
 
 
 def _async_twin(client: Any) -> Client:
@@ -326,7 +331,7 @@ def _async_twin(client: Any) -> Client:
         )
     # The parser is chosen per face (hiredis' sync parser does not serve asyncio).
     kwargs = {k: v for k, v in pool.connection_kwargs.items() if k != "parser_class"}
-    return redis.asyncio.Redis(
+    return MultiplexedRedis(
         connection_pool=redis.asyncio.ConnectionPool(
             connection_class=connection_class, max_connections=pool.max_connections, **kwargs
         )
@@ -347,7 +352,7 @@ async def aslot_client(client: Any, key: KeyT) -> Any:
         pool = redis.asyncio.ConnectionPool(
             connection_class=node.connection_class, **node.connection_kwargs
         )
-        server = servers[node.name] = redis.asyncio.Redis(connection_pool=pool)
+        server = servers[node.name] = MultiplexedRedis(connection_pool=pool)
     return server
 
 
@@ -379,12 +384,15 @@ async def awhile_resharding(client: Any, call: Callable[[], Awaitable[T]]) -> T:
 
 
 async def atransaction(client: Any, key: KeyT, queue: Callable[[Any], object]) -> list[Any]:
-    """The async twin of ``transaction``: one MULTI/EXEC on the server holding ``key``."""
+    """The async twin of ``transaction``: one MULTI/EXEC on the server holding ``key``
+    (on a MultiplexedRedis, on its shared connection)."""
 
     async def run() -> list[Any]:
         async with aon_slot(client, key) as server:
             pipe = server.pipeline(transaction=True)
             queue(pipe)
+            if isinstance(server, MultiplexedRedis):
+                return await server.multi_exec(pipe.command_stack)
             return await pipe.execute()
 
     return await awhile_resharding(client, run)

@@ -15,6 +15,7 @@ from redisparts_app.connection import (
     get_redis,
     resolve_async_client,
 )
+from redisparts_app.multiplexed import MultiplexedRedis
 from redisparts_app.services.locks import Lock
 from redisparts_app.services.mail import Mailbox
 from redisparts_app.testing import SentinelSetup
@@ -150,3 +151,109 @@ def test_a_cancelled_call_leaves_its_core_closed(redis_client):
 
     run(main())
     assert closed == [True]
+
+
+# -- MultiplexedRedis: the async client of a single server ----------------------------------
+
+
+def test_concurrent_calls_share_one_connection_and_get_their_own_replies(redis_client):
+    async def main():
+        client = get_async_redis()
+        assert isinstance(client, MultiplexedRedis)
+        await asyncio.gather(*(client.set(f"k{n}", n) for n in range(300)))
+        values = await asyncio.gather(*(client.get(f"k{n}") for n in range(300)))
+        counts = await asyncio.gather(*(client.incr("counter") for _ in range(300)))
+        names = await client.client_list()  # redis-py's path: a connection of the pool
+        pool = client.connection_pool
+        pooled = len(pool._available_connections) + len(pool._in_use_connections)
+        return values, counts, pooled, len(names)
+
+    values, counts, pooled, _clients = run(main())
+    assert values == [str(n).encode() for n in range(300)]
+    assert sorted(counts) == list(range(1, 301))
+    assert pooled == 1  # only CLIENT LIST took one; the 900 calls went on the shared link
+
+
+def test_a_cancelled_caller_leaves_the_replies_of_the_others_in_step(redis_client):
+    async def main():
+        client = get_async_redis()
+        await asyncio.gather(*(client.set(f"k{n}", n) for n in range(50)))
+        calls = [asyncio.create_task(client.get(f"k{n}")) for n in range(50)]
+        for call in calls[::3]:
+            call.cancel()
+        done = await asyncio.gather(*calls, return_exceptions=True)
+        return done, await client.get("k7")
+
+    done, again = run(main())
+    for n, reply in enumerate(done):
+        assert isinstance(reply, asyncio.CancelledError) if n % 3 == 0 else reply == str(n).encode()
+    assert again == b"7"
+
+
+def test_errors_come_back_as_redis_py_exceptions_and_a_killed_connection_reopens(redis_client):
+    async def main():
+        client = get_async_redis()
+        await client.set("text", "x")
+        with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE"):
+            await client.lpush("text", "y")
+        assert await client.get("text") == b"x"  # the connection is still in step
+        killed = redis_client.client_kill_filter(_type="normal", skipme=True)
+        assert killed >= 1
+        failed = None
+        for _ in range(100):  # the reset arrives with the next read
+            try:
+                await client.get("text")
+            except redis.exceptions.ConnectionError as exc:
+                failed = exc
+                break
+            await asyncio.sleep(0.01)
+        assert failed is not None
+        return await client.get("text")
+
+    assert run(main()) == b"x"
+
+
+def test_a_url_with_a_database_and_a_password_is_followed(redis_server_factory):
+    server = redis_server_factory()
+    server.client().config_set("requirepass", "s3cret")
+    url = server.url.replace("redis://", "redis://:s3cret@").rsplit("/", 1)[0] + "/3"
+    connections = {"default": {"CACHE": "default"}, "extra": {"URL": url}}
+
+    async def write():
+        client = get_async_redis("extra")
+        await client.set("where", "db3")
+        await client.execute_command("CLIENT SETNAME", "not-shared")  # redis-py's path
+        return await client.get("where")
+
+    with override_settings(REDISPARTS={"CONNECTIONS": connections}):
+        assert run(write()) == b"db3"
+    admin = redis.Redis(host=server.host, port=server.port, password="s3cret", db=3)
+    assert admin.get("where") == b"db3"
+
+
+@pytest.mark.cluster
+def test_transactions_on_the_shared_connection_stay_whole(redis_client):
+    """MULTI, the commands and EXEC leave in one write: 100 transactions and 100 plain
+    commands at once, and every transaction's two writes are seen together."""
+    from redisparts_app.connection import atransaction
+
+    def queue(n):
+        return lambda pipe: pipe.incr("{t}:a").incr("{t}:b")
+
+    async def main():
+        client = get_async_redis()
+        snapshots = []
+
+        async def reader():
+            for _ in range(100):
+                pair = await atransaction(client, "{t}:a", lambda pipe: pipe.mget("{t}:a", "{t}:b"))
+                snapshots.append(pair[0])
+
+        await asyncio.gather(
+            *(atransaction(client, "{t}:a", queue(n)) for n in range(100)), reader()
+        )
+        return snapshots
+
+    snapshots = run(main())
+    assert all(a == b for a, b in snapshots)
+    assert redis_client.get("{t}:a") == redis_client.get("{t}:b") == b"100"
