@@ -60,6 +60,7 @@ from .connection import (
 from .connection import (
     transaction as sync_transaction,
 )
+from .multiplexed import MultiplexedRedis
 
 __all__ = [
     "CLIENT",
@@ -438,7 +439,12 @@ async def _ado(op: Any, client: Any) -> Any:
     elif kind is Scripts:
         reply = await _asend(client, [Script(op.name, k, a) for k, a in op.calls])
     elif kind is Transaction:
-        reply = await atransaction(client, op.key, lambda pipe: _queue_all(pipe, op.ops))
+        if type(client) is MultiplexedRedis:  # one server: no slot to find
+            recorder = client.command_recorder()
+            _queue_all(recorder, op.ops)
+            reply = await client.multi_exec(recorder.command_stack)
+        else:
+            reply = await atransaction(client, op.key, lambda pipe: _queue_all(pipe, op.ops))
     elif kind is Watch:
         reply = await awhile_resharding(client, lambda: _awatch(client, op))
     elif kind is Sleep:

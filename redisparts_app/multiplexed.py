@@ -3,18 +3,19 @@
 Import: ``from redisparts_app.multiplexed import MultiplexedRedis`` (``get_async_redis()``
 builds one for a CACHE, URL or SENTINELS entry).
 
-A ``redis.asyncio.Redis`` whose plain commands (and scripts: EVALSHA) from every
-coroutine of an event loop share one connection, pipelined automatically: the commands
-issued in one turn of the loop leave in one write, and the replies come back in order
-to the coroutines that wait for them, parsed by hiredis in the connection's
+A ``redis.asyncio.Redis`` whose plain commands, scripts (EVALSHA) and MULTI/EXEC
+transactions (``multi_exec``) from every coroutine of an event loop share one
+connection, pipelined automatically: the first command of a turn of the loop leaves at
+once, the others of that turn together at its end, and the replies come back in order to
+the coroutines that wait for them, parsed by hiredis in the connection's
 ``data_received`` (no reader task, no pool lock, no connection checkout per command).
-redis-py's own path costs about twice the sync client's time per call, and takes one
-pooled connection per concurrent caller; this one costs about what the sync client does
+redis-py's own path costs about twice the sync client's time per call and takes one
+pooled connection per concurrent caller; this one comes close to the sync client's time
 and answers a hundred concurrent callers with a few writes and reads.
 
 What keeps redis-py's path (a connection of the pool, one at a time): commands that
 block or hold a connection (BLPOP and the other B* commands, WAIT, XREAD/XREADGROUP,
-MULTI/EXEC/WATCH, SUBSCRIBE, MONITOR...), pipelines and transactions, and every command
+WATCH, SUBSCRIBE, MONITOR...), pipelines and WATCH transactions, and every command
 of a client that decodes replies, speaks RESP3, uses TLS or has no hiredis.
 A lost connection fails the commands waiting on it with redis.ConnectionError; the next
 command opens a new one (no retry: a command sent may have run).
@@ -37,6 +38,7 @@ except ImportError:  # pragma: no cover - hiredis is a dependency of the app
     hiredis = None  # type: ignore[assignment]
 
 from redis._parsers.base import BaseParser
+from redis.commands.core import CoreCommands
 
 __all__ = ["MultiplexedRedis"]
 
@@ -52,6 +54,29 @@ _EXCLUSIVE = frozenset(
 )
 
 
+# Command name (as redis-py passes it) -> whether it may go on the shared connection.
+_SHARED: dict[Any, bool] = {}
+_AS_IS = (str, bytes)
+
+
+def _shareable(command: Any) -> bool:
+    name = command.encode() if isinstance(command, str) else bytes(command)
+    return name.upper() not in _EXCLUSIVE and b" " not in name
+
+
+class _Recorder(CoreCommands):
+    """redis-py's command methods, recording instead of sending."""
+
+    connection_pool: Any = None  # never used: nothing is sent
+
+    def __init__(self) -> None:
+        self.command_stack: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+
+    def execute_command(self, *args: Any, **options: Any) -> _Recorder:
+        self.command_stack.append((args, options))
+        return self
+
+
 class _Link(asyncio.Protocol):
     """One connection: writes coalesced per loop turn, replies matched in order."""
 
@@ -60,6 +85,7 @@ class _Link(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.waiting: collections.deque[asyncio.Future] = collections.deque()
         self.buffer: list[bytes] = []
+        self.turn = False  # a command went out in this turn of the loop
         self.reader = hiredis.Reader(
             protocolError=InvalidResponse, replyError=BaseParser.parse_error
         )
@@ -69,19 +95,24 @@ class _Link(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def send(self, packed: bytes) -> asyncio.Future:
-        if self.lost is not None:
+        if self.lost is not None or self.transport is None:
             raise RedisConnectionError(f"connection lost: {self.lost}")
         future = self.loop.create_future()
         self.waiting.append(future)
-        if not self.buffer:
+        if self.turn:  # not the first command of this turn of the loop: one write at its end
+            self.buffer.append(packed)
+        else:  # the first goes at once (no wait for a lone caller)
+            self.turn = True
             self.loop.call_soon(self._flush)
-        self.buffer.append(packed)
+            self.transport.write(packed)
         return future
 
     def _flush(self) -> None:
-        data, self.buffer = b"".join(self.buffer), []
-        if self.transport is not None and self.lost is None:
-            self.transport.write(data)
+        self.turn = False
+        if self.buffer:
+            data, self.buffer = b"".join(self.buffer), []
+            if self.transport is not None and self.lost is None:
+                self.transport.write(data)
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
@@ -113,13 +144,18 @@ class MultiplexedRedis(redis.asyncio.Redis):
 
     _link: _Link | None = None
     _opening: asyncio.Future | None = None
+    _multiplex: bool | None = None  # set on first use (_can_multiplex)
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         command = args[0]
-        name = command.encode().upper() if isinstance(command, str) else bytes(command).upper()
-        if name in _EXCLUSIVE or b" " in name or not self._can_multiplex():
+        shared = _SHARED.get(command)
+        if shared is None:
+            shared = _SHARED[command] = _shareable(command)
+        if not shared or not (self._multiplex or self._can_multiplex()):
             return await super().execute_command(*args, **options)
-        link = await self._ready()
+        link = self._link
+        if link is None or link.lost is not None:
+            link = await self._connect()
         try:
             response = await link.send(self._pack(args))
         except redis.exceptions.ResponseError:
@@ -144,11 +180,16 @@ class MultiplexedRedis(redis.asyncio.Redis):
         futures = [link.send(self._pack(("MULTI",)))]
         futures += [link.send(self._pack(args)) for args, _options in stack]
         futures.append(link.send(self._pack(("EXEC",))))
-        replies = await asyncio.gather(*futures, return_exceptions=True)
-        for reply in replies:  # a command refused when queued: EXEC answers EXECABORT
-            if isinstance(reply, Exception):
-                raise reply
-        results: list[Any] = replies[-1]  # type: ignore[assignment]  # checked above
+        # Answered in order: awaiting each in turn costs no more than the last. A command
+        # refused when queued makes EXEC answer EXECABORT; its own error goes first.
+        refused: Exception | None = None
+        for future in futures:
+            try:
+                results = await future
+            except redis.exceptions.ResponseError as exc:
+                refused = refused or exc
+        if refused is not None:
+            raise refused
         for reply in results:
             if isinstance(reply, Exception):
                 raise reply
@@ -158,8 +199,12 @@ class MultiplexedRedis(redis.asyncio.Redis):
         ]
 
     def _pack(self, args: tuple[Any, ...]) -> bytes:
+        # Text and bytes go to hiredis as they are; the encoder checks and encodes the rest
+        # (numbers as redis-py writes them, a bool or None refused).
         encode = self._encoder.encode
-        return hiredis.pack_command(tuple(encode(arg) for arg in args))
+        return hiredis.pack_command(
+            tuple(arg if type(arg) in _AS_IS else encode(arg) for arg in args)
+        )
 
     def _parsed(self, command: Any, response: Any, options: dict[str, Any]) -> Any:
         for option in ("EMPTY_RESPONSE", "NEVER_DECODE", "keys"):
@@ -173,18 +218,23 @@ class MultiplexedRedis(redis.asyncio.Redis):
             link = await self._connect()
         return link
 
+    def command_recorder(self) -> Any:
+        """An object with redis-py's command methods that records each call's arguments
+        and options in ``command_stack`` (for ``multi_exec``), sending nothing."""
+        return _Recorder()
+
     def _can_multiplex(self) -> bool:
-        can = self.__dict__.get("_multiplex")
+        can = self._multiplex
         if can is None:
             pool = self.connection_pool
             kwargs = pool.connection_kwargs
-            can = self.__dict__["_multiplex"] = (
+            self._encoder = pool.get_encoder()
+            can = self._multiplex = (
                 hiredis is not None
                 and not kwargs.get("decode_responses")
                 and kwargs.get("protocol") in (None, 2, "2")
                 and not issubclass(pool.connection_class, redis.asyncio.connection.SSLConnection)
             )
-            self._encoder = pool.get_encoder()
         return can
 
     async def _connect(self) -> _Link:
