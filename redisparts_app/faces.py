@@ -21,11 +21,11 @@ A core of one step may be the operation itself, with ``then=`` decoding its repl
 The operations: ``command`` (a redis-py method by name), ``script`` (a bundled Lua
 script: EVALSHA, SCRIPT LOAD when the server lacks it), ``pipeline`` (several at once,
 one round trip; scripts in it go as EVALSHA too), ``transaction`` (MULTI/EXEC on the
-server holding a key, as ``connection.transaction``), ``scripts`` (one script per
-(keys, args), pipelined per node, as the chat's fetch across chats), ``sleep``, and
-``watch`` (WATCH, reads, MULTI/EXEC: an optimistic transaction), ``CLIENT`` (the client
-the core runs on, for what depends on it). Two executors run
-a core: ``run(core, client)`` on a sync client or cluster client, ``await arun(core,
+server holding a key, as ``connection.transaction``), ``watch`` (WATCH, reads, then
+MULTI/EXEC: an optimistic transaction), ``scripts`` (one script per (keys, args),
+pipelined per node, as the chat's fetch across chats), ``sleep``, and ``CLIENT`` (the
+client the core runs on, for what depends on it). Two executors run a core:
+``run(core, client)`` on a sync client, cluster client or pipeline, ``await arun(core,
 client)`` on a ``redis.asyncio`` one (None: ``connection.get_async_redis()``). An
 error of an operation is raised inside the core, which may catch it.
 """
