@@ -301,8 +301,11 @@ def _build_async_client(config: dict[str, Any]) -> Client:
     options = dict(config.get("OPTIONS", {}))
     if "CACHE" in config:
         return _async_twin(_cache_client(config["CACHE"]))
+    # A blocking pool: a burst of coroutines beyond its size (redis-py 8: 100 connections)
+    # waits for a connection rather than failing.
     if "URL" in config:
-        return MultiplexedRedis.from_url(config["URL"], **options)
+        pool = redis.asyncio.BlockingConnectionPool.from_url(config["URL"], **options)
+        return MultiplexedRedis(connection_pool=pool)
     if "CLUSTER" in config:
         nodes, options = _cluster_arguments(config)
         if isinstance(nodes, str):
@@ -332,7 +335,7 @@ def _async_twin(client: Any) -> Client:
     # The parser is chosen per face (hiredis' sync parser does not serve asyncio).
     kwargs = {k: v for k, v in pool.connection_kwargs.items() if k != "parser_class"}
     return MultiplexedRedis(
-        connection_pool=redis.asyncio.ConnectionPool(
+        connection_pool=redis.asyncio.BlockingConnectionPool(
             connection_class=connection_class, max_connections=pool.max_connections, **kwargs
         )
     )

@@ -16,7 +16,8 @@ and answers a hundred concurrent callers with a few writes and reads.
 What keeps redis-py's path (a connection of the pool, one at a time): commands that
 block or hold a connection (BLPOP and the other B* commands, WAIT, XREAD/XREADGROUP,
 WATCH, SUBSCRIBE, MONITOR...), pipelines and WATCH transactions, and every command
-of a client that decodes replies, speaks RESP3, uses TLS or has no hiredis.
+of a client that decodes replies, speaks RESP3 (redis-py 8's default: there the shared
+connection serves only clients made with ``protocol=2``), uses TLS or has no hiredis.
 A lost connection fails the commands waiting on it with redis.ConnectionError; the next
 command opens a new one (no retry: a command sent may have run).
 """
@@ -229,10 +230,13 @@ class MultiplexedRedis(redis.asyncio.Redis):
             pool = self.connection_pool
             kwargs = pool.connection_kwargs
             self._encoder = pool.get_encoder()
+            # The protocol a connection of the pool would speak: redis-py 8 speaks RESP3
+            # unless told otherwise, and its reply callbacks expect RESP3's replies.
+            protocol = pool.connection_class(**kwargs).protocol
             can = self._multiplex = (
                 hiredis is not None
                 and not kwargs.get("decode_responses")
-                and kwargs.get("protocol") in (None, 2, "2")
+                and str(protocol) == "2"
                 and not issubclass(pool.connection_class, redis.asyncio.connection.SSLConnection)
             )
         return can
