@@ -19,16 +19,30 @@ On a Redis Cluster, ``on_slot``, ``slot_client`` and ``by_node`` take a service 
 cluster client to the plain client of one primary: for MULTI/WATCH, which
 redis-py 5.2's cluster client refuses, and for scripts pipelined per node;
 ``by_slot`` groups the keys one script may take together.
+
+The async face: ``get_async_redis(alias)`` builds a ``redis.asyncio`` client from the
+same entry (CACHE: the cache's pool settings; URL, SENTINELS, CLUSTER: the same
+arguments), one per event loop and alias; a single server's is a ``MultiplexedRedis``
+(plain commands of every coroutine share one auto-pipelined connection). ``aon_slot``,
+``atransaction`` and ``awhile_resharding`` are the twins of the helpers above (see
+``faces``).
 """
 
+import asyncio
 import functools
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator
-from contextlib import contextmanager, suppress
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any, TypeAlias, TypeVar
 from urllib.parse import urlsplit
 
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.connection
+import redis.asyncio.sentinel
+import redis.connection
 from django.conf import settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
@@ -41,6 +55,7 @@ from redis.typing import KeyT
 
 from .conf import app_settings
 from .exceptions import ConnectionNotConfigured, shorten
+from .multiplexed import MultiplexedRedis
 
 __all__ = [
     "SHAPES",
@@ -48,13 +63,21 @@ __all__ = [
     "SLOT_MOVED_ERRORS",
     "URL_SCHEMES",
     "Client",
+    "aclose_async_clients",
+    "aon_slot",
+    "atransaction",
+    "awhile_resharding",
     "by_node",
     "by_slot",
     "config_problems",
+    "get_async_redis",
     "get_redis",
+    "is_async_client",
+    "is_cluster",
     "is_pipeline",
     "on_slot",
     "reset_clients",
+    "resolve_async_client",
     "resolve_client",
     "slot_client",
     "slot_is_moving",
@@ -70,6 +93,7 @@ SHAPES = ("CACHE", "URL", "SENTINELS", "CLUSTER")
 # ``Awaitable[Any] | Any`` (one signature for its sync and asyncio clients), so a
 # precise type would only add a cast at every reply.
 Client: TypeAlias = Any
+T = TypeVar("T")
 
 _clients: dict[str, Client] = {}
 _clients_lock = threading.Lock()
@@ -167,21 +191,214 @@ def _build_client(config: dict[str, Any]) -> Client:
     if "URL" in config:
         return Redis.from_url(config["URL"], **options)
     if "CLUSTER" in config:
-        nodes = config["CLUSTER"]
+        nodes, options = _cluster_arguments(config)
         if isinstance(nodes, str):
             return RedisCluster.from_url(nodes, **options)
-        first = urlsplit(nodes[0])
-        options.setdefault("password", first.password)
-        options.setdefault("ssl", first.scheme == "rediss")
-        startup = [ClusterNode(urlsplit(n).hostname, urlsplit(n).port or 6379) for n in nodes]
         # redis-py 5.2 declares connection_pool abstract on its cluster client.
-        return RedisCluster(startup_nodes=startup, **options)  # type: ignore[abstract]
+        return RedisCluster(  # type: ignore[abstract]
+            startup_nodes=[ClusterNode(host, port) for host, port in nodes], **options
+        )
     sentinel = Sentinel(
         [tuple(entry) for entry in config["SENTINELS"]],
         sentinel_kwargs=config.get("SENTINEL_OPTIONS"),
         **options,
     )
     return sentinel.master_for(config["SERVICE_NAME"], db=config.get("DB", 0))
+
+
+def _cluster_arguments(
+    config: dict[str, Any],
+) -> tuple[str | list[tuple[str, int]], dict[str, Any]]:
+    """Return a CLUSTER entry's one URL, or its (host, port) startup nodes, and the client's
+    keyword arguments (the first URL's password and scheme unless OPTIONS names them)."""
+    options = dict(config.get("OPTIONS", {}))
+    nodes = config["CLUSTER"]
+    if isinstance(nodes, str):
+        return nodes, options
+    first = urlsplit(nodes[0])
+    options.setdefault("password", first.password)
+    options.setdefault("ssl", first.scheme == "rediss")
+    return [(str(urlsplit(n).hostname), urlsplit(n).port or 6379) for n in nodes], options
+
+
+# -- the async face -------------------------------------------------------------------
+
+# Per event loop (a redis.asyncio connection belongs to the loop that opened it), the
+# async clients built so far, by (alias, settings generation): reset_clients() starts a
+# new generation rather than dropping clients that aclose_async_clients() must still close.
+_async_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], Any]]"
+_async_clients = weakref.WeakKeyDictionary()
+_generation = 0
+# An async cluster client's plain clients of its primaries, for MULTI/WATCH (aslot_client).
+_node_clients: "weakref.WeakKeyDictionary[Any, dict[str, Any]]" = weakref.WeakKeyDictionary()
+
+_ASYNC_CONNECTION_CLASSES: dict[type, type] = {
+    sync: getattr(redis.asyncio.connection, sync.__name__)
+    for sync in (
+        redis.connection.Connection,
+        redis.connection.SSLConnection,
+        redis.connection.UnixDomainSocketConnection,
+    )
+}
+
+
+def get_async_redis(alias: str | None = None) -> Client:
+    """Return the ``redis.asyncio`` client for ``alias`` in the running event loop.
+
+    Built from the same CONNECTIONS entry as ``get_redis(alias)`` (a CACHE entry: from
+    the cache client's pool settings), once per event loop and alias. RuntimeError
+    outside a running loop; ConnectionNotConfigured as for get_redis.
+    """
+    alias = alias or app_settings.DEFAULT_CONNECTION
+    loop = asyncio.get_running_loop()
+    clients = _async_clients.get(loop)
+    if clients is None:
+        with _clients_lock:
+            clients = _async_clients.setdefault(loop, {})
+    client = clients.get((alias, _generation))
+    if client is None:
+        client = clients[(alias, _generation)] = _build_async_client(_connection_config(alias))
+    return client
+
+
+def resolve_async_client(client: Client | None) -> Client:
+    """Return ``client`` (a redis.asyncio client), or get_async_redis() when it is None.
+
+    TypeError for a sync client or pipeline: its replies cannot be awaited.
+    """
+    if client is None:
+        return get_async_redis()
+    if not is_async_client(client):
+        raise TypeError(
+            f"the async methods need a redis.asyncio client, got {type(client).__name__}; "
+            "pass none to use get_async_redis()"
+        )
+    return client
+
+
+def is_async_client(client: Any) -> bool:
+    """Whether ``client`` is a redis.asyncio client or cluster client."""
+    kind: type = type(client)
+    return _is_async_class(kind)
+
+
+@functools.cache
+def _is_async_class(kind: type) -> bool:
+    return issubclass(kind, redis.asyncio.Redis | redis.asyncio.RedisCluster)
+
+
+async def aclose_async_clients() -> None:
+    """Close the async clients built in the running event loop (before the loop ends)."""
+    clients = _async_clients.pop(asyncio.get_running_loop(), {})
+    for client in clients.values():
+        for server in _node_clients.pop(client, {}).values():
+            await server.aclose()
+        await client.aclose()
+
+
+def _build_async_client(config: dict[str, Any]) -> Client:
+    """Build a new redis.asyncio client for a validated CONNECTIONS entry."""
+    options = dict(config.get("OPTIONS", {}))
+    if "CACHE" in config:
+        return _async_twin(_cache_client(config["CACHE"]))
+    # A blocking pool: a burst of coroutines beyond its size (redis-py 8: 100 connections)
+    # waits for a connection rather than failing.
+    if "URL" in config:
+        pool = redis.asyncio.BlockingConnectionPool.from_url(config["URL"], **options)
+        return MultiplexedRedis(connection_pool=pool)
+    if "CLUSTER" in config:
+        nodes, options = _cluster_arguments(config)
+        if isinstance(nodes, str):
+            return redis.asyncio.RedisCluster.from_url(nodes, **options)
+        startup = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in nodes]
+        # redis-py 5.2 declares connection_pool abstract on its cluster client.
+        return redis.asyncio.RedisCluster(startup_nodes=startup, **options)  # type: ignore[abstract]
+    sentinel = redis.asyncio.sentinel.Sentinel(
+        [tuple(entry) for entry in config["SENTINELS"]],
+        sentinel_kwargs=config.get("SENTINEL_OPTIONS"),
+        **options,
+    )
+    return sentinel.master_for(
+        config["SERVICE_NAME"], redis_class=MultiplexedRedis, db=config.get("DB", 0)
+    )
+
+
+def _async_twin(client: Any) -> Client:
+    """Return a redis.asyncio client with the connection settings of a plain sync client."""
+    pool = client.connection_pool
+    connection_class = _ASYNC_CONNECTION_CLASSES.get(pool.connection_class)
+    if type(pool) is not redis.ConnectionPool or connection_class is None:
+        raise ConnectionNotConfigured(
+            f"no async client for a cache client on {type(pool).__name__}; give the async "
+            'face a URL, SENTINELS or CLUSTER entry in REDISPARTS["CONNECTIONS"]'
+        )
+    # The parser is chosen per face (hiredis' sync parser does not serve asyncio).
+    kwargs = {k: v for k, v in pool.connection_kwargs.items() if k != "parser_class"}
+    return MultiplexedRedis(
+        connection_pool=redis.asyncio.BlockingConnectionPool(
+            connection_class=connection_class, max_connections=pool.max_connections, **kwargs
+        )
+    )
+
+
+async def aslot_client(client: Any, key: KeyT) -> Any:
+    """The async twin of ``slot_client``: for an async cluster client, a plain async
+    client of the primary that owns ``key``'s slot (kept while the cluster client lives)."""
+    if not isinstance(client, redis.asyncio.RedisCluster):
+        return client
+    await client.initialize()
+    node = client.get_node_from_key(key)  # type: ignore[arg-type]  # str or bytes alike
+    assert node is not None  # an initialized client knows every slot's primary
+    servers = _node_clients.setdefault(client, {})
+    server = servers.get(node.name)
+    if server is None:
+        pool = redis.asyncio.ConnectionPool(
+            connection_class=node.connection_class, **node.connection_kwargs
+        )
+        server = servers[node.name] = MultiplexedRedis(connection_pool=pool)
+    return server
+
+
+@asynccontextmanager
+async def aon_slot(client: Any, key: KeyT) -> AsyncIterator[Any]:
+    """The async twin of ``on_slot``."""
+    try:
+        yield await aslot_client(client, key)
+    except SLOT_MOVED_ERRORS:
+        if isinstance(client, redis.asyncio.RedisCluster):
+            with suppress(redis_errors.RedisError):
+                await client.nodes_manager.initialize()
+        raise
+
+
+async def awhile_resharding(client: Any, call: Callable[[], Awaitable[T]]) -> T:
+    """The async twin of ``while_resharding``: ``await call()``, again while its slot moves."""
+    pauses = _resharding_pauses()
+    while True:
+        try:
+            return await call()
+        except SLOT_MIGRATING_ERRORS:
+            pause = next(pauses, None)
+            if not isinstance(client, redis.asyncio.RedisCluster) or pause is None:
+                raise
+            with suppress(redis_errors.RedisError):
+                await client.nodes_manager.initialize()
+            await asyncio.sleep(pause)
+
+
+async def atransaction(client: Any, key: KeyT, queue: Callable[[Any], object]) -> list[Any]:
+    """The async twin of ``transaction``: one MULTI/EXEC on the server holding ``key``
+    (on a MultiplexedRedis, on its shared connection)."""
+
+    async def run() -> list[Any]:
+        async with aon_slot(client, key) as server:
+            pipe = server.pipeline(transaction=True)
+            queue(pipe)
+            if isinstance(server, MultiplexedRedis):
+                return await server.multi_exec(pipe.command_stack)
+            return await pipe.execute()
+
+    return await awhile_resharding(client, run)
 
 
 def slot_client(client: Any, key: KeyT) -> Any:
@@ -228,8 +445,6 @@ def on_slot(client: Any, key: KeyT) -> Iterator[Any]:
         raise
 
 
-T = TypeVar("T")
-
 # What a server answers while a slot migrates (a resharding): the command was refused
 # before it ran, so running it again, once the move is done, is safe.
 SLOT_MIGRATING_ERRORS = (
@@ -261,18 +476,26 @@ def while_resharding(client: Any, call: Callable[[], T]) -> T:
     reading the slot map again each time; other errors, and any error off a cluster,
     go on at once.
     """
-    deadline = time.monotonic() + RESHARDING_PATIENCE
-    pause = 0.005
+    pauses = _resharding_pauses()
     while True:
         try:
             return call()
         except SLOT_MIGRATING_ERRORS:
-            if not isinstance(client, RedisCluster) or time.monotonic() > deadline:
+            pause = next(pauses, None)
+            if not isinstance(client, RedisCluster) or pause is None:
                 raise
             with suppress(redis_errors.RedisError):
                 client.nodes_manager.initialize()
             time.sleep(pause)
-            pause = min(pause * 2, 0.1)
+
+
+def _resharding_pauses() -> Iterator[float]:
+    """The pauses between tries of a call refused while its slot moves (both faces)."""
+    deadline = time.monotonic() + RESHARDING_PATIENCE
+    pause = 0.005
+    while time.monotonic() <= deadline:
+        yield pause
+        pause = min(pause * 2, 0.1)
 
 
 def transaction(client: Any, key: KeyT, queue: Callable[[Pipeline], object]) -> list[Any]:
@@ -308,16 +531,21 @@ def by_node(client: Any, items: Iterable[T], key_of: Callable[[T], KeyT]) -> lis
 def by_slot(client: Any, items: Iterable[T], key_of: Callable[[T], KeyT]) -> list[list[T]]:
     """Group ``items`` that one script may take together, in their original order.
 
-    One group with every item unless ``client`` is a cluster client, where a
-    script's keys must share a slot; then one group per slot of ``key_of(item)``.
+    One group with every item unless ``client`` is a cluster client (sync or async),
+    where a script's keys must share a slot; then one group per slot of ``key_of(item)``.
     """
     items = list(items)
-    if not isinstance(client, RedisCluster):
+    if not is_cluster(client):
         return [items] if items else []
     groups: dict[int, list[T]] = {}
     for item in items:
         groups.setdefault(client.keyslot(key_of(item)), []).append(item)
     return list(groups.values())
+
+
+def is_cluster(client: Any) -> bool:
+    """Whether ``client`` is a cluster client, sync or async (not a pipeline)."""
+    return isinstance(client, RedisCluster | redis.asyncio.RedisCluster)
 
 
 def is_pipeline(client: Any) -> bool:
@@ -334,9 +562,12 @@ def _is_pipeline_class(kind: type) -> bool:
 
 
 def reset_clients() -> None:
-    """Forget the clients built so far (their pools close when collected)."""
+    """Forget the clients built so far (their pools close when collected); async clients
+    are built again too, the old ones left for aclose_async_clients()."""
+    global _generation
     with _clients_lock:
         _clients.clear()
+        _generation += 1
 
 
 def _cache_client(cache_alias: str) -> Client:

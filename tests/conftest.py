@@ -30,6 +30,7 @@ from redisparts_app.exceptions import ServerBinaryNotFound
 from redisparts_app.services import registry
 from redisparts_app.testing import LocalCluster, RedisServer
 from redisparts_app.testing.servers import PROTOCOL_ENV, SERVER_CHOICE_ENV, server_choice
+from tests.faces import face  # noqa: F401 (a fixture: sync and async faces of the services)
 
 EXTERNAL_URL_ENV = "REDISPARTS_TEST_REDIS_URL"
 

@@ -15,6 +15,7 @@ from redisparts_app.exceptions import (
     CompletionConflict,
     InvalidArgument,
 )
+from redisparts_app.services import autocomplete
 from redisparts_app.services.autocomplete import (
     SENTINEL_MARK,
     AddressBook,
@@ -43,8 +44,8 @@ def sentinels_in(client: redis.Redis, key: str) -> list[bytes]:
 # --- recent contacts -------------------------------------------------------------------
 
 
-def test_cap_holds_after_150_adds(redis_client):
-    contacts = RecentContacts("ann")
+def test_cap_holds_after_150_adds(redis_client, face):
+    contacts = face(RecentContacts("ann"))
     for i in range(150):
         contacts.add(f"contact {i}")
     assert redis_client.llen(contacts.recent_key) == 100
@@ -52,15 +53,15 @@ def test_cap_holds_after_150_adds(redis_client):
 
 
 @override_settings(REDISPARTS={"AUTOCOMPLETE_RECENT_MAX": 3})
-def test_cap_comes_from_the_setting(redis_client):
-    contacts = RecentContacts("ann")
+def test_cap_comes_from_the_setting(redis_client, face):
+    contacts = face(RecentContacts("ann"))
     for name in ["a", "b", "c", "d"]:
         contacts.add(name)
     assert contacts.names() == ["d", "c", "b"]
 
 
-def test_readding_moves_to_front_without_duplicates():
-    contacts = RecentContacts("ann")
+def test_readding_moves_to_front_without_duplicates(face):
+    contacts = face(RecentContacts("ann"))
     for name in ["Bob", "Carol", "Dave", "Carol", "Bob"]:
         contacts.add(name)
     assert contacts.names() == ["Bob", "Carol", "Dave"]
@@ -70,8 +71,8 @@ def test_readding_moves_to_front_without_duplicates():
     assert contacts.most_picked() == ["Carol", "Bob", "Dave"]
 
 
-def test_remove_forgets_contact_and_its_picks():
-    contacts = RecentContacts("ann")
+def test_remove_forgets_contact_and_its_picks(face):
+    contacts = face(RecentContacts("ann"))
     contacts.add("Bob")
     contacts.add("Carol")
     assert contacts.remove("Bob") is True
@@ -80,8 +81,8 @@ def test_remove_forgets_contact_and_its_picks():
     assert contacts.pick_count("Bob") == 0
 
 
-def test_prefix_filter_is_case_insensitive_for_any_script():
-    contacts = RecentContacts("ann")
+def test_prefix_filter_is_case_insensitive_for_any_script(face):
+    contacts = face(RecentContacts("ann"))
     names = ["Émile Zola", "ÉLODIE", "李小龙", "Ζωή", "Алексей", "زهرا", "Anna Lee", "élan"]
     for name in reversed(names):
         contacts.add(name)
@@ -99,8 +100,8 @@ def test_prefix_filter_is_case_insensitive_for_any_script():
 
 
 @override_settings(REDISPARTS={"AUTOCOMPLETE_PICKS_MAX": 3})
-def test_pick_counts_keep_the_most_picked_and_the_last_pick(redis_client):
-    contacts = RecentContacts("ann")
+def test_pick_counts_keep_the_most_picked_and_the_last_pick(redis_client, face):
+    contacts = face(RecentContacts("ann"))
     for name, times in [("b", 5), ("c", 4), ("d", 3)]:
         for i in range(times):
             assert contacts.add(name) == i + 1
@@ -132,8 +133,9 @@ def test_concurrent_adds_never_duplicate_a_contact(redis_client):
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_folded_and_word_start_matches(method):
-    book = AddressBook("knights", method=method)
+def test_folded_and_word_start_matches(method, face):
+    raw = AddressBook("knights", method=method)
+    book = face(raw)
     for name in ["Hôtel", "hot dog", "李小龙", "李", "Anna Lee", "Zoë", "Zoey", "Ömer"]:
         book.join(name)
     assert book.complete("hot") == ["hot dog", "Hôtel"]
@@ -146,9 +148,10 @@ def test_folded_and_word_start_matches(method):
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_order_is_folded_form_then_as_written_and_limit_defaults_to_10(method):
-    book = AddressBook("knights", method=method)
-    book.join_many(["zoe", "Zoë", "ZOE", "Zoe Adams"] + [f"zz {i:02}" for i in range(20)])
+def test_order_is_folded_form_then_as_written_and_limit_defaults_to_10(method, face):
+    raw = AddressBook("knights", method=method)
+    book = face(raw)
+    raw.join_many(["zoe", "Zoë", "ZOE", "Zoe Adams"] + [f"zz {i:02}" for i in range(20)])
     assert book.complete("zo") == ["ZOE", "Zoë", "zoe", "Zoe Adams"]
     assert book.complete("z") == ["ZOE", "Zoë", "zoe", "Zoe Adams"] + [
         f"zz {i:02}" for i in range(6)
@@ -157,19 +160,21 @@ def test_order_is_folded_form_then_as_written_and_limit_defaults_to_10(method):
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_a_name_matching_on_two_words_is_listed_once(method):
-    book = AddressBook("knights", method=method)
-    book.join_many(["Anna Anna", "Ann", "Annie Anderson", "Bob"])
+def test_a_name_matching_on_two_words_is_listed_once(method, face):
+    raw = AddressBook("knights", method=method)
+    book = face(raw)
+    raw.join_many(["Anna Anna", "Ann", "Annie Anderson", "Bob"])
     # Ordered by the matching entry: "anderson" < "ann" < "anna" < "anna anna" < "annie ..."
     assert book.complete("an", limit=3) == ["Annie Anderson", "Ann", "Anna Anna"]
     assert book.complete("AND") == ["Annie Anderson"]
 
 
 @pytest.mark.parametrize("method", METHODS)
-def test_duplicates_and_residue_beyond_one_page_are_skipped(method, redis_client):
-    book = AddressBook("knights", method=method)
+def test_duplicates_and_residue_beyond_one_page_are_skipped(method, redis_client, face):
+    raw = AddressBook("knights", method=method)
+    book = face(raw)
     repeated = " ".join(["ab"] * 30)  # 30 entries starting with "ab", one name
-    book.join_many([repeated, "abc", "abd"])
+    raw.join_many([repeated, "abc", "abd"])
     for _ in range(20):
         token = SENTINEL_MARK + uuid.uuid4().hex.encode()
         redis_client.zadd(book.index_key, {b"ab" + token: 0, b"ab\xff" + token: 0})
@@ -178,13 +183,14 @@ def test_duplicates_and_residue_beyond_one_page_are_skipped(method, redis_client
     assert book.conflicts == 0
 
 
-def test_join_and_leave_keep_index_and_names_in_step(redis_client):
-    book = AddressBook("knights")
+def test_join_and_leave_keep_index_and_names_in_step(redis_client, face):
+    raw = AddressBook("knights")
+    book = face(raw)
     assert book.join("Anna Lee") is True
     assert book.join("Anna Lee") is False
     assert book.join("a:b {c}") is True  # key syntax in a name is only data
-    assert "Anna Lee" in book
-    assert len(book) == 2
+    assert "Anna Lee" in raw
+    assert len(raw) == 2
     assert redis_client.zcard(book.index_key) == 4
     assert book.leave("Anna Lee") is True
     assert book.leave("Anna Lee") is False
@@ -313,9 +319,10 @@ def test_a_client_killed_mid_lookup_leaves_no_visible_sentinel(redis_client):
     assert sentinels_in(redis_client, book.index_key) == []
 
 
-def test_watch_conflict_is_retried_and_sees_the_write(redis_client):
-    book = AddressBook("knights", method="book")
-    book.join_many(["Ann", "Bob"])
+def test_watch_conflict_is_retried_and_sees_the_write(redis_client, face):
+    raw = AddressBook("knights", method="book")
+    book = face(raw)
+    raw.join_many(["Ann", "Bob"])
     writer = AddressBook("knights")  # another connection of the pool
 
     def write_once(attempt: int) -> None:
@@ -327,8 +334,9 @@ def test_watch_conflict_is_retried_and_sees_the_write(redis_client):
     assert sentinels_in(redis_client, book.index_key) == []
 
 
-def test_conflicts_on_every_attempt_raise_and_remove_the_sentinels(redis_client):
-    book = AddressBook("knights", method="book", max_attempts=3)
+def test_conflicts_on_every_attempt_raise_and_remove_the_sentinels(redis_client, face):
+    raw = AddressBook("knights", method="book", max_attempts=3)
+    book = face(raw)
     book.join("Ann")
     writer = AddressBook("knights")
     attempts = []
@@ -343,13 +351,14 @@ def test_conflicts_on_every_attempt_raise_and_remove_the_sentinels(redis_client)
     assert sentinels_in(redis_client, book.index_key) == []
 
 
-def test_sentinels_purged_mid_lookup_are_put_back(redis_client):
-    book = AddressBook("knights", method="book")
-    book.join_many(["Ann", "Anna", "Bob"])
+def test_sentinels_purged_mid_lookup_are_put_back(redis_client, face):
+    raw = AddressBook("knights", method="book")
+    book = face(raw)
+    raw.join_many(["Ann", "Anna", "Bob"])
     purged = []
 
     def purge() -> None:
-        purged.append(book.purge_sentinels(older_than=-10))
+        purged.append(raw.purge_sentinels(older_than=-10))
 
     assert book.complete("an", on_sentinels=purge) == ["Ann", "Anna"]
     assert purged == [2]
@@ -415,7 +424,7 @@ def _dispatch(guild: str, role: str, arg, rounds: int):
 # --- combined suggestions --------------------------------------------------------------
 
 
-def test_suggest_merges_recent_then_guild_then_most_picked():
+def test_suggest_merges_recent_then_guild_then_most_picked(face):
     contacts = RecentContacts("ann")
     for name in ["Alma", "Albert", "Alma", "Alice Cooper", "Zed"]:
         contacts.add(name)
@@ -426,9 +435,16 @@ def test_suggest_merges_recent_then_guild_then_most_picked():
     book = AddressBook("knights")
     book.join_many(["Alma", "Albert", "Alan", "Bob"])
     assert contacts.names() == ["Zed", "Alice Cooper", "Albert"]
-    assert suggest("ann", "knights", "al") == ["Alice Cooper", "Albert", "Alan", "Alma", "Alfred"]
-    assert suggest("ann", "knights", "AL", limit=3) == ["Alice Cooper", "Albert", "Alan"]
-    assert suggest("ann", "knights", "coo", method="book") == ["Alice Cooper"]
+    svc = face(autocomplete)
+    assert svc.suggest("ann", "knights", "al") == [
+        "Alice Cooper",
+        "Albert",
+        "Alan",
+        "Alma",
+        "Alfred",
+    ]
+    assert svc.suggest("ann", "knights", "AL", limit=3) == ["Alice Cooper", "Albert", "Alan"]
+    assert svc.suggest("ann", "knights", "coo", method="book") == ["Alice Cooper"]
 
 
 # --- Redis Cluster -------------------------------------------------------------------

@@ -15,6 +15,7 @@ from redisparts_app.exceptions import (
     NotChatMember,
 )
 from redisparts_app.keys import scan_keys, slot_of
+from redisparts_app.services import chat as chat_service
 from redisparts_app.services import listings
 from redisparts_app.services.chat import (
     ChatSummary,
@@ -22,16 +23,10 @@ from redisparts_app.services.chat import (
     chat_members,
     chat_summaries,
     create_chat,
-    fetch_chat_messages,
     fetch_pending_messages,
-    join_chat,
-    leave_chat,
     read_history,
-    read_messages,
     seen_key,
     send_message,
-    unread_counts,
-    user_chats,
 )
 from tests.processes import run_in_processes
 
@@ -42,12 +37,13 @@ def texts(messages):
     return [m.text for m in messages]
 
 
-def test_book_scenario_both_members_fetch_the_same_messages(redis_client):
-    chat = create_chat("joe", ["jeff", "jenny"], "message 1", clock=lambda: 100.5)
+def test_book_scenario_both_members_fetch_the_same_messages(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("joe", ["jeff", "jenny"], "message 1", clock=lambda: 100.5)
     for n in range(2, 5):
-        assert send_message(chat, "joe", f"message {n}", clock=lambda: 101.0) == n
-    jeff = fetch_pending_messages("jeff")
-    jenny = fetch_pending_messages("jenny")
+        assert svc.send_message(chat, "joe", f"message {n}", clock=lambda: 101.0) == n
+    jeff = svc.fetch_pending_messages("jeff")
+    jenny = svc.fetch_pending_messages("jenny")
     assert jeff == jenny
     [(chat_id, messages)] = jeff
     assert chat_id == chat
@@ -55,124 +51,131 @@ def test_book_scenario_both_members_fetch_the_same_messages(redis_client):
         (n, "joe", f"message {n}") for n in range(1, 5)
     ]
     assert messages[0].ts == 100.5
-    assert fetch_pending_messages("jeff") == []
+    assert svc.fetch_pending_messages("jeff") == []
     # joe has fetched nothing yet, so every message is still held.
     assert redis_client.zcard(chat_keys(chat)["msgs"]) == 4
-    assert chat_members(chat) == {"jeff": 4, "jenny": 4, "joe": 0}
+    assert svc.chat_members(chat) == {"jeff": 4, "jenny": 4, "joe": 0}
 
 
-def test_messages_read_by_every_member_are_deleted(redis_client):
-    chat = create_chat("joe", ["jeff", "jenny"], "one")
-    send_message(chat, "jeff", "two")
+def test_messages_read_by_every_member_are_deleted(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("joe", ["jeff", "jenny"], "one")
+    svc.send_message(chat, "jeff", "two")
     msgs = chat_keys(chat)["msgs"]
-    fetch_pending_messages("joe")
-    fetch_pending_messages("jeff")
+    svc.fetch_pending_messages("joe")
+    svc.fetch_pending_messages("jeff")
     assert redis_client.zcard(msgs) == 2
-    fetch_pending_messages("jenny")
+    svc.fetch_pending_messages("jenny")
     assert redis_client.zcard(msgs) == 0
-    send_message(chat, "jenny", "three")
-    fetch_pending_messages("joe")
+    svc.send_message(chat, "jenny", "three")
+    svc.fetch_pending_messages("joe")
     assert redis_client.zrangebyscore(msgs, "-inf", "+inf", withscores=True)[0][1] == 3
     # The last reader leaving counts as everyone having read.
-    leave_chat(chat, "jeff")
-    leave_chat(chat, "jenny")
+    svc.leave_chat(chat, "jeff")
+    svc.leave_chat(chat, "jenny")
     assert redis_client.zcard(msgs) == 0
 
 
-def test_held_messages_are_exactly_those_some_member_has_not_fetched(redis_client):
+def test_held_messages_are_exactly_those_some_member_has_not_fetched(redis_client, face):
+    svc = face(chat_service)
     # Members fetch in a random order, some several times between messages: after
     # every step the chat holds exactly the messages above the lowest position.
     rng = random.Random(3)
     members = ["joe", "jeff", "jenny"]
-    chat = create_chat("joe", members[1:], "one")
+    chat = svc.create_chat("joe", members[1:], "one")
     msgs = chat_keys(chat)["msgs"]
     for step in range(150):
         if rng.random() < 0.4:
-            send_message(chat, rng.choice(members), f"message {step}")
+            svc.send_message(chat, rng.choice(members), f"message {step}")
         else:
-            fetch_pending_messages(rng.choice(members))
-        lowest = min(chat_members(chat).values())
+            svc.fetch_pending_messages(rng.choice(members))
+        lowest = min(svc.chat_members(chat).values())
         held = [int(score) for _, score in redis_client.zrange(msgs, 0, -1, withscores=True)]
         last = int(redis_client.get(chat_keys(chat)["ids"]))
         assert held == list(range(lowest + 1, last + 1)), f"step {step}"
 
 
-def test_last_member_leaving_deletes_every_key_of_the_chat(redis_client):
-    chat = create_chat("ann", ["bob"], "hello")
-    send_message(chat, "bob", "hi")
-    join_chat(chat, "carl")
+def test_last_member_leaving_deletes_every_key_of_the_chat(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "hello")
+    svc.send_message(chat, "bob", "hi")
+    svc.join_chat(chat, "carl")
     pattern = f"rp:chat:{{{chat}}}:*"
     every_key = sorted(k.encode() for k in chat_keys(chat).values())
     assert sorted(scan_keys(redis_client, pattern)) == every_key
-    assert leave_chat(chat, "ann") == 2
-    assert leave_chat(chat, "carl") == 1
-    assert user_chats("ann") == []
+    assert svc.leave_chat(chat, "ann") == 2
+    assert svc.leave_chat(chat, "carl") == 1
+    assert svc.user_chats("ann") == []
     assert not redis_client.exists(chat_keys(chat)["joined"])
     assert len(list(scan_keys(redis_client, pattern))) == 4
-    assert leave_chat(chat, "bob") == 0
+    assert svc.leave_chat(chat, "bob") == 0
     assert list(scan_keys(redis_client, pattern)) == []
     assert not redis_client.exists(seen_key("ann"), seen_key("bob"), seen_key("carl"))
     with pytest.raises(ChatNotFound):
-        send_message(chat, "bob", "anyone?")
+        svc.send_message(chat, "bob", "anyone?")
     with pytest.raises(ChatNotFound):
-        leave_chat(chat, "bob")
+        svc.leave_chat(chat, "bob")
 
 
-def test_non_member_can_neither_read_nor_post(redis_client):
-    chat = create_chat("ann", ["bob"], "secret plans")
+def test_non_member_can_neither_read_nor_post(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "secret plans")
     with pytest.raises(NotChatMember, match="'eve' is not a member of chat"):
-        send_message(chat, "eve", "let me in")
+        svc.send_message(chat, "eve", "let me in")
     with pytest.raises(NotChatMember):
-        fetch_chat_messages(chat, "eve")
+        svc.fetch_chat_messages(chat, "eve")
     with pytest.raises(NotChatMember):
-        read_history(chat, "eve")
+        svc.read_history(chat, "eve")
     with pytest.raises(NotChatMember):
-        read_messages(chat, "eve")
+        svc.read_messages(chat, "eve")
     # A forged entry in eve's own list of chats gives her nothing and is dropped.
     redis_client.zadd(seen_key("eve"), {chat: 0})
-    assert fetch_pending_messages("eve") == []
-    assert user_chats("eve") == []
+    assert svc.fetch_pending_messages("eve") == []
+    assert svc.user_chats("eve") == []
     assert redis_client.zcard(chat_keys(chat)["msgs"]) == 1
 
 
-def test_join_starts_at_the_latest_message(redis_client):
-    chat = create_chat("ann", ["bob"], "before carl")
-    assert join_chat(chat, "carl") == 1
-    assert fetch_pending_messages("carl") == []
-    send_message(chat, "ann", "welcome carl")
-    [(_, messages)] = fetch_pending_messages("carl")
+def test_join_starts_at_the_latest_message(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "before carl")
+    assert svc.join_chat(chat, "carl") == 1
+    assert svc.fetch_pending_messages("carl") == []
+    svc.send_message(chat, "ann", "welcome carl")
+    [(_, messages)] = svc.fetch_pending_messages("carl")
     assert texts(messages) == ["welcome carl"]
-    assert join_chat(chat, "carl") == 2  # joining again keeps the position
+    assert svc.join_chat(chat, "carl") == 2  # joining again keeps the position
     with pytest.raises(ChatNotFound):
-        join_chat("no-such-chat", "carl")
+        svc.join_chat("no-such-chat", "carl")
 
 
-def test_fetch_spans_every_chat_of_the_user():
-    first = create_chat("ann", ["bob"], "in first")
-    second = create_chat("carl", ["bob"], "in second", chat_id="guild-hall")
-    send_message(second, "bob", "bob too")
-    fetched = dict(fetch_pending_messages("bob"))
+def test_fetch_spans_every_chat_of_the_user(face):
+    svc = face(chat_service)
+    first = svc.create_chat("ann", ["bob"], "in first")
+    second = svc.create_chat("carl", ["bob"], "in second", chat_id="guild-hall")
+    svc.send_message(second, "bob", "bob too")
+    fetched = dict(svc.fetch_pending_messages("bob"))
     assert {chat: texts(m) for chat, m in fetched.items()} == {
         first: ["in first"],
         second: ["in second", "bob too"],
     }
-    assert sorted(user_chats("bob")) == sorted([first, second])
+    assert sorted(svc.user_chats("bob")) == sorted([first, second])
 
 
-def test_history_resume_and_unread_counts():
-    chat = create_chat("ann", ["bob"], "m1")
+def test_history_resume_and_unread_counts(face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "m1")
     for n in range(2, 6):
-        send_message(chat, "ann", f"m{n}")
-    assert unread_counts("bob") == {chat: 5}
-    assert texts(fetch_chat_messages(chat, "bob")) == ["m1", "m2", "m3", "m4", "m5"]
-    send_message(chat, "ann", "m6")
-    assert unread_counts("bob") == {chat: 1}
-    assert texts(read_history(chat, "bob", 2)) == ["m5", "m6"]
-    assert texts(read_messages(chat, "bob", after=3)) == ["m4", "m5", "m6"]
-    assert texts(read_messages(chat, "bob", after=3, limit=1)) == ["m4"]
+        svc.send_message(chat, "ann", f"m{n}")
+    assert svc.unread_counts("bob") == {chat: 5}
+    assert texts(svc.fetch_chat_messages(chat, "bob")) == ["m1", "m2", "m3", "m4", "m5"]
+    svc.send_message(chat, "ann", "m6")
+    assert svc.unread_counts("bob") == {chat: 1}
+    assert texts(svc.read_history(chat, "bob", 2)) == ["m5", "m6"]
+    assert texts(svc.read_messages(chat, "bob", after=3)) == ["m4", "m5", "m6"]
+    assert texts(svc.read_messages(chat, "bob", after=3, limit=1)) == ["m4"]
     # Reading does not move bob's position.
-    assert unread_counts("bob") == {chat: 1}
-    assert texts(fetch_chat_messages(chat, "bob")) == ["m6"]
+    assert svc.unread_counts("bob") == {chat: 1}
+    assert texts(svc.fetch_chat_messages(chat, "bob")) == ["m6"]
 
 
 def history_ids(chat: str, user: str) -> list[int]:
@@ -184,150 +187,163 @@ def history_ids(chat: str, user: str) -> list[int]:
     return [i for page in pages for i in page]
 
 
-def test_history_keeps_what_every_member_has_fetched(redis_client):
-    chat = create_chat("ann", ["bob"], "m1")
-    send_message(chat, "bob", "m2")
+def test_history_keeps_what_every_member_has_fetched(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "m1")
+    svc.send_message(chat, "bob", "m2")
     for user in ("ann", "bob"):
-        fetch_pending_messages(user)
+        svc.fetch_pending_messages(user)
     assert redis_client.zcard(chat_keys(chat)["msgs"]) == 0  # the pending ones went
     for user in ("ann", "bob"):
-        assert texts(read_history(chat, user)) == ["m1", "m2"]
-    [message] = read_history(chat, "ann", 1)
+        assert texts(svc.read_history(chat, user)) == ["m1", "m2"]
+    [message] = svc.read_history(chat, "ann", 1)
     assert (message.id, message.sender, message.text) == (2, "bob", "m2")
     # Reading the history moves nobody: the next message is pending as before.
-    send_message(chat, "ann", "m3")
-    assert unread_counts("bob") == {chat: 1}
-    assert texts(read_history(chat, "bob")) == ["m1", "m2", "m3"]
-    assert texts(fetch_chat_messages(chat, "bob")) == ["m3"]
+    svc.send_message(chat, "ann", "m3")
+    assert svc.unread_counts("bob") == {chat: 1}
+    assert texts(svc.read_history(chat, "bob")) == ["m1", "m2", "m3"]
+    assert texts(svc.fetch_chat_messages(chat, "bob")) == ["m3"]
 
 
 @override_settings(REDISPARTS={"CHAT_HISTORY_LENGTH": 5})
-def test_history_keeps_the_last_length_messages(redis_client):
-    chat = create_chat("ann", ["bob"], "m1")
+def test_history_keeps_the_last_length_messages(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "m1")
     history = chat_keys(chat)["history"]
     for n in range(2, 13):
-        send_message(chat, "ann", f"m{n}")
+        svc.send_message(chat, "ann", f"m{n}")
         assert redis_client.zcard(history) == min(n, 5)
-    assert texts(read_history(chat, "bob", 20)) == ["m8", "m9", "m10", "m11", "m12"]
+    assert texts(svc.read_history(chat, "bob", 20)) == ["m8", "m9", "m10", "m11", "m12"]
     # The pending messages are not capped: bob fetches all twelve once.
-    assert len(fetch_chat_messages(chat, "bob")) == 12
+    assert len(svc.fetch_chat_messages(chat, "bob")) == 12
     assert redis_client.ttl(history) == -1  # no age limit
 
 
-def test_lowered_length_is_reached_removing_at_most_100_per_send(redis_client):
-    chat = create_chat("ann", ["bob"], "m1")
+def test_lowered_length_is_reached_removing_at_most_100_per_send(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "m1")
     for n in range(2, 251):
-        send_message(chat, "ann", f"m{n}")
+        svc.send_message(chat, "ann", f"m{n}")
     history = chat_keys(chat)["history"]
     assert redis_client.zcard(history) == 250
     sizes = []
     with override_settings(REDISPARTS={"CHAT_HISTORY_LENGTH": 10}):
         for n in range(251, 255):
-            send_message(chat, "ann", f"m{n}")
+            svc.send_message(chat, "ann", f"m{n}")
             sizes.append(redis_client.zcard(history))
     assert sizes == [151, 52, 10, 10]
     assert history_ids(chat, "bob") == list(range(245, 255))
 
 
 @override_settings(REDISPARTS={"CHAT_HISTORY_LENGTH": 0})
-def test_history_length_0_keeps_no_history(redis_client):
-    chat = create_chat("ann", ["bob"], "m1")
-    send_message(chat, "ann", "m2")
+def test_history_length_0_keeps_no_history(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "m1")
+    svc.send_message(chat, "ann", "m2")
     assert not redis_client.exists(chat_keys(chat)["history"])
-    assert read_history(chat, "bob") == []
+    assert svc.read_history(chat, "bob") == []
     # Messages are delivered as ever, and the list shows the newest pending one.
-    [summary] = chat_summaries("bob")
+    [summary] = svc.chat_summaries("bob")
     assert summary.last is not None
     assert summary.last.text == "m2"
-    assert texts(fetch_chat_messages(chat, "bob")) == ["m1", "m2"]
+    assert texts(svc.fetch_chat_messages(chat, "bob")) == ["m1", "m2"]
 
 
-def test_history_age_limit_drops_old_messages_and_quiet_histories(redis_client):
+def test_history_age_limit_drops_old_messages_and_quiet_histories(redis_client, face):
+    svc = face(chat_service)
     day = 86400.0
     with override_settings(REDISPARTS={"CHAT_HISTORY_DAYS": 2}):
-        chat = create_chat("ann", ["bob"], "day 0", clock=lambda: 1000.0)
-        send_message(chat, "ann", "day 1", clock=lambda: 1000.0 + day)
-        send_message(chat, "ann", "day 1.5", clock=lambda: 1000.0 + 1.5 * day)
-        assert texts(read_history(chat, "bob")) == ["day 0", "day 1", "day 1.5"]
-        send_message(chat, "ann", "day 2.5", clock=lambda: 1000.0 + 2.5 * day)
-        assert texts(read_history(chat, "bob")) == ["day 1", "day 1.5", "day 2.5"]
-        send_message(chat, "ann", "day 5", clock=lambda: 1000.0 + 5 * day)
-        assert texts(read_history(chat, "bob")) == ["day 5"]
+        chat = svc.create_chat("ann", ["bob"], "day 0", clock=lambda: 1000.0)
+        svc.send_message(chat, "ann", "day 1", clock=lambda: 1000.0 + day)
+        svc.send_message(chat, "ann", "day 1.5", clock=lambda: 1000.0 + 1.5 * day)
+        assert texts(svc.read_history(chat, "bob")) == ["day 0", "day 1", "day 1.5"]
+        svc.send_message(chat, "ann", "day 2.5", clock=lambda: 1000.0 + 2.5 * day)
+        assert texts(svc.read_history(chat, "bob")) == ["day 1", "day 1.5", "day 2.5"]
+        svc.send_message(chat, "ann", "day 5", clock=lambda: 1000.0 + 5 * day)
+        assert texts(svc.read_history(chat, "bob")) == ["day 5"]
         # A history with no message for two days expires whole.
         assert 2 * day - 60 < redis_client.ttl(chat_keys(chat)["history"]) <= 2 * day
     # Without an age limit the history no longer expires.
-    send_message(chat, "ann", "later", clock=lambda: 1000.0 + 30 * day)
+    svc.send_message(chat, "ann", "later", clock=lambda: 1000.0 + 30 * day)
     assert redis_client.ttl(chat_keys(chat)["history"]) == -1
-    assert texts(read_history(chat, "bob")) == ["day 5", "later"]
+    assert texts(svc.read_history(chat, "bob")) == ["day 5", "later"]
 
 
 @override_settings(REDISPARTS={"CHAT_HISTORY_DAYS": 1})
-def test_history_age_limit_removes_at_most_100_per_send(redis_client):
-    chat = create_chat("ann", ["bob"], "m1", clock=lambda: 0.0)
+def test_history_age_limit_removes_at_most_100_per_send(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "m1", clock=lambda: 0.0)
     for n in range(2, 151):
-        send_message(chat, "ann", f"m{n}", clock=lambda: 0.0)
+        svc.send_message(chat, "ann", f"m{n}", clock=lambda: 0.0)
     history = chat_keys(chat)["history"]
     sizes = []
     for n in range(151, 154):
-        send_message(chat, "ann", f"m{n}", clock=lambda: 2 * 86400.0)
+        svc.send_message(chat, "ann", f"m{n}", clock=lambda: 2 * 86400.0)
         sizes.append(redis_client.zcard(history))
     assert sizes == [51, 2, 3]
     assert history_ids(chat, "bob") == [151, 152, 153]
 
 
-def test_history_pages_by_id_without_gaps_or_repeats(redis_client):
+def test_history_pages_by_id_without_gaps_or_repeats(redis_client, face):
+    svc = face(chat_service)
     rng = random.Random(5)
-    chat = create_chat("ann", ["bob", "cat"], "m1")
+    chat = svc.create_chat("ann", ["bob", "cat"], "m1")
     for n in range(2, 48):
-        send_message(chat, rng.choice(["ann", "bob", "cat"]), f"m{n}")
+        svc.send_message(chat, rng.choice(["ann", "bob", "cat"]), f"m{n}")
         if n % 5 == 0:
-            fetch_pending_messages(rng.choice(["ann", "bob", "cat"]))
+            svc.fetch_pending_messages(rng.choice(["ann", "bob", "cat"]))
     assert history_ids(chat, "cat") == list(range(1, 48))
     # Pages read while messages arrive: new ones are above the first page, not in between.
-    first = read_history(chat, "bob", 10)
+    first = svc.read_history(chat, "bob", 10)
     assert [m.id for m in first] == list(range(38, 48))
-    send_message(chat, "ann", "new")
-    second = read_history(chat, "bob", 10, before=first[0].id)
+    svc.send_message(chat, "ann", "new")
+    second = svc.read_history(chat, "bob", 10, before=first[0].id)
     assert [m.id for m in second] == list(range(28, 38))
-    assert read_history(chat, "bob", 5, before=3) == read_history(chat, "bob", 5, 3)
-    assert [m.id for m in read_history(chat, "bob", 5, before=3)] == [1, 2]
-    assert read_history(chat, "bob", 5, before=1) == []
-    assert [m.id for m in read_history(chat, "bob", 1, before=10**20)] == [48]
+    assert svc.read_history(chat, "bob", 5, before=3) == svc.read_history(chat, "bob", 5, 3)
+    assert [m.id for m in svc.read_history(chat, "bob", 5, before=3)] == [1, 2]
+    assert svc.read_history(chat, "bob", 5, before=1) == []
+    assert [m.id for m in svc.read_history(chat, "bob", 1, before=10**20)] == [48]
 
 
-def test_late_joiner_reads_the_history_from_their_join_on(redis_client):
-    chat = create_chat("ann", ["bob"], "before carl 1")
-    send_message(chat, "ann", "before carl 2")
-    assert join_chat(chat, "carl") == 2
-    assert read_history(chat, "carl") == []
+def test_late_joiner_reads_the_history_from_their_join_on(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "before carl 1")
+    svc.send_message(chat, "ann", "before carl 2")
+    assert svc.join_chat(chat, "carl") == 2
+    assert svc.read_history(chat, "carl") == []
     # bob fetched nothing, so the messages before carl are still pending: not for carl.
-    assert read_messages(chat, "carl", after=0) == []
-    [summary] = chat_summaries("carl")
+    assert svc.read_messages(chat, "carl", after=0) == []
+    [summary] = svc.chat_summaries("carl")
     assert (summary.unread, summary.last) == (0, None)
-    send_message(chat, "bob", "welcome carl")
-    assert texts(read_history(chat, "carl")) == ["welcome carl"]
-    assert texts(read_history(chat, "carl", 5, before=3)) == []
-    assert texts(read_messages(chat, "carl", after=0)) == ["welcome carl"]
-    assert texts(read_history(chat, "ann")) == ["before carl 1", "before carl 2", "welcome carl"]
+    svc.send_message(chat, "bob", "welcome carl")
+    assert texts(svc.read_history(chat, "carl")) == ["welcome carl"]
+    assert texts(svc.read_history(chat, "carl", 5, before=3)) == []
+    assert texts(svc.read_messages(chat, "carl", after=0)) == ["welcome carl"]
+    assert texts(svc.read_history(chat, "ann")) == [
+        "before carl 1",
+        "before carl 2",
+        "welcome carl",
+    ]
     # Leaving and joining again starts from the new join.
-    leave_chat(chat, "carl")
-    send_message(chat, "ann", "carl is gone")
-    join_chat(chat, "carl")
-    assert read_history(chat, "carl") == []
-    send_message(chat, "ann", "carl is back")
-    assert texts(read_history(chat, "carl")) == ["carl is back"]
+    svc.leave_chat(chat, "carl")
+    svc.send_message(chat, "ann", "carl is gone")
+    svc.join_chat(chat, "carl")
+    assert svc.read_history(chat, "carl") == []
+    svc.send_message(chat, "ann", "carl is back")
+    assert texts(svc.read_history(chat, "carl")) == ["carl is back"]
 
 
-def test_history_is_for_members_only(redis_client):
-    chat = create_chat("ann", ["bob"], "secret plans")
+def test_history_is_for_members_only(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "secret plans")
     for before in (None, 2):
         with pytest.raises(NotChatMember):
-            read_history(chat, "eve", 5, before)
+            svc.read_history(chat, "eve", 5, before)
     with pytest.raises(ChatNotFound):
-        read_history("no-such-chat", "eve")
+        svc.read_history("no-such-chat", "eve")
     # A forged entry in eve's list of chats shows her nothing.
     redis_client.zadd(seen_key("eve"), {chat: 0})
-    assert chat_summaries("eve") == []
+    assert svc.chat_summaries("eve") == []
 
 
 @pytest.mark.parametrize(
@@ -342,27 +358,30 @@ def test_history_is_for_members_only(redis_client):
         (5, 2.5, TypeError),
     ],
 )
-def test_bad_history_pages_raise_before_reading(redis_client, count, before, error):
-    chat = create_chat("ann", ["bob"], "hi")
+def test_bad_history_pages_raise_before_reading(redis_client, count, before, error, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "hi")
     with pytest.raises(error):
-        read_history(chat, "ann", count, before)
+        svc.read_history(chat, "ann", count, before)
 
 
-def test_deleting_a_chat_deletes_its_history(redis_client):
-    chat = create_chat("ann", ["bob"], "old words", chat_id="room")
-    leave_chat(chat, "ann")
-    leave_chat(chat, "bob")
+def test_deleting_a_chat_deletes_its_history(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "old words", chat_id="room")
+    svc.leave_chat(chat, "ann")
+    svc.leave_chat(chat, "bob")
     assert not redis_client.exists(chat_keys(chat)["history"])
-    create_chat("ann", ["bob"], "a new room", chat_id="room")
-    assert texts(read_history("room", "bob")) == ["a new room"]
+    svc.create_chat("ann", ["bob"], "a new room", chat_id="room")
+    assert texts(svc.read_history("room", "bob")) == ["a new room"]
 
 
-def test_chat_summaries_show_members_unread_and_last_message(redis_client):
-    first = create_chat("ann", ["bob"], "hi bob", clock=lambda: 5.0)
-    second = create_chat("cat", ["bob", "dan"], "hello all", chat_id="hall")
-    send_message(second, "dan", "hey", clock=lambda: 9.0)
-    fetch_chat_messages(first, "bob")
-    summaries = {s.id: s for s in chat_summaries("bob")}
+def test_chat_summaries_show_members_unread_and_last_message(redis_client, face):
+    svc = face(chat_service)
+    first = svc.create_chat("ann", ["bob"], "hi bob", clock=lambda: 5.0)
+    second = svc.create_chat("cat", ["bob", "dan"], "hello all", chat_id="hall")
+    svc.send_message(second, "dan", "hey", clock=lambda: 9.0)
+    svc.fetch_chat_messages(first, "bob")
+    summaries = {s.id: s for s in svc.chat_summaries("bob")}
     assert summaries[first] == ChatSummary(first, ("ann", "bob"), 0, summaries[first].last)
     assert summaries[first].last.text == "hi bob"
     assert summaries[second].members == ("bob", "cat", "dan")
@@ -381,13 +400,14 @@ def test_chat_summaries_cost_a_constant_number_of_round_trips(redis_client):
     assert sent[0] == 1 + servers
 
 
-def test_new_chats_get_new_ids_and_explicit_ids_are_not_reused(redis_client):
-    assert create_chat("ann", ["bob"], "x") == "1"
-    assert create_chat("ann", ["bob"], "x") == "2"
-    create_chat("ann", ["bob"], "x", chat_id="team")
+def test_new_chats_get_new_ids_and_explicit_ids_are_not_reused(redis_client, face):
+    svc = face(chat_service)
+    assert svc.create_chat("ann", ["bob"], "x") == "1"
+    assert svc.create_chat("ann", ["bob"], "x") == "2"
+    svc.create_chat("ann", ["bob"], "x", chat_id="team")
     with pytest.raises(ChatExists):
-        create_chat("carl", ["dan"], "x", chat_id="team")
-    assert "carl" not in chat_members("team")
+        svc.create_chat("carl", ["dan"], "x", chat_id="team")
+    assert "carl" not in svc.chat_members("team")
 
 
 def test_keys_of_one_chat_share_a_slot():
@@ -396,10 +416,11 @@ def test_keys_of_one_chat_share_a_slot():
 
 
 @override_settings(REDISPARTS={"CHAT_MAX_MESSAGE_LENGTH": 10})
-def test_message_size_is_limited_by_the_setting(redis_client):
-    chat = create_chat("ann", ["bob"], "0123456789")
+def test_message_size_is_limited_by_the_setting(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "0123456789")
     with pytest.raises(InvalidArgument, match="11 characters; shorten it to at most 10"):
-        send_message(chat, "ann", "01234567890")
+        svc.send_message(chat, "ann", "01234567890")
     assert redis_client.get(chat_keys(chat)["ids"]) == b"1"
 
 
@@ -417,23 +438,25 @@ def test_message_size_is_limited_by_the_setting(redis_client):
         ("c", "a\nb", "hi", InvalidArgument),
     ],
 )
-def test_bad_input_raises_before_anything_is_written(redis_client, chat, sender, text, error):
+def test_bad_input_raises_before_anything_is_written(redis_client, chat, sender, text, error, face):
+    svc = face(chat_service)
     with pytest.raises(error):
-        create_chat(sender, ["bob"], text, chat_id=chat)
+        svc.create_chat(sender, ["bob"], text, chat_id=chat)
     with pytest.raises(error):
-        send_message(chat, sender, text)
+        svc.send_message(chat, sender, text)
     assert redis_client.dbsize() == 0
 
 
-def test_unknown_chat_raises(redis_client):
+def test_unknown_chat_raises(redis_client, face):
+    svc = face(chat_service)
     with pytest.raises(ChatNotFound, match="no chat 'ghost'"):
-        send_message("ghost", "ann", "hello?")
+        svc.send_message("ghost", "ann", "hello?")
     with pytest.raises(ChatNotFound):
-        fetch_chat_messages("ghost", "ann")
+        svc.fetch_chat_messages("ghost", "ann")
     with pytest.raises(ChatNotFound):
-        chat_members("ghost")
+        svc.chat_members("ghost")
     with pytest.raises(TypeError, match="collection"):
-        create_chat("ann", "bob", "hi")
+        svc.create_chat("ann", "bob", "hi")
     assert redis_client.dbsize() == 0
 
 
@@ -494,10 +517,11 @@ def test_fetch_costs_a_constant_number_of_round_trips_for_1_and_50_chats(redis_c
     assert fifty == (1 + servers, 1 + servers)
 
 
-def test_fetch_survives_a_script_flush(redis_client):
-    chat = create_chat("ann", ["bob"], "before the flush")
+def test_fetch_survives_a_script_flush(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob"], "before the flush")
     redis_client.script_flush()
-    [(chat_id, messages)] = fetch_pending_messages("bob")
+    [(chat_id, messages)] = svc.fetch_pending_messages("bob")
     assert chat_id == chat
     assert texts(messages) == ["before the flush"]
 

@@ -9,6 +9,7 @@ from django.test import override_settings
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import InvalidArgument
 from redisparts_app.keys import slot_of
+from redisparts_app.services import counters
 from redisparts_app.services.counters import (
     clean_counters,
     counter_key,
@@ -29,12 +30,13 @@ def at(seconds: float):
     return lambda: seconds
 
 
-def test_each_precision_buckets_by_its_own_interval(redis_client):
+def test_each_precision_buckets_by_its_own_interval(redis_client, face):
+    svc = face(counters)
     times = [D + 59.9, D + 59.9, D + 60.2, D + 64, D + 65, D + 299, D + 3600 * 5 + 1]
     for now in times:
-        update_counter("hits", clock=at(now))
-    update_counter("hits", 10, clock=at(D + 86400 + 3))
-    assert get_counter("hits", 1) == [
+        svc.update_counter("hits", clock=at(now))
+    svc.update_counter("hits", 10, clock=at(D + 86400 + 3))
+    assert svc.get_counter("hits", 1) == [
         (D + 59, 2),
         (D + 60, 1),
         (D + 64, 1),
@@ -43,7 +45,7 @@ def test_each_precision_buckets_by_its_own_interval(redis_client):
         (D + 18001, 1),
         (D + 86403, 10),
     ]
-    assert get_counter("hits", 5) == [
+    assert svc.get_counter("hits", 5) == [
         (D + 55, 2),
         (D + 60, 2),
         (D + 65, 1),
@@ -51,29 +53,30 @@ def test_each_precision_buckets_by_its_own_interval(redis_client):
         (D + 18000, 1),
         (D + 86400, 10),
     ]
-    assert get_counter("hits", 60) == [
+    assert svc.get_counter("hits", 60) == [
         (D, 2),
         (D + 60, 3),
         (D + 240, 1),
         (D + 18000, 1),
         (D + 86400, 10),
     ]
-    assert get_counter("hits", 300) == [(D, 6), (D + 18000, 1), (D + 86400, 10)]
-    assert get_counter("hits", 3600) == [(D, 6), (D + 18000, 1), (D + 86400, 10)]
+    assert svc.get_counter("hits", 300) == [(D, 6), (D + 18000, 1), (D + 86400, 10)]
+    assert svc.get_counter("hits", 3600) == [(D, 6), (D + 18000, 1), (D + 86400, 10)]
     # 5 h buckets start at multiples of 18000 s since the epoch, not at midnight
-    assert get_counter("hits", 18000) == [(D, 6), (D + 18000, 1), (D + 72000, 10)]
-    assert get_counter("hits", 86400) == [(D, 7), (D + 86400, 10)]
+    assert svc.get_counter("hits", 18000) == [(D, 6), (D + 18000, 1), (D + 72000, 10)]
+    assert svc.get_counter("hits", 86400) == [(D, 7), (D + 86400, 10)]
     for precision in PRECISIONS:
         expected = collections.Counter(int(t // precision) * precision for t in times)
         expected[int((D + 86403) // precision) * precision] += 10
-        assert get_counter("hits", precision) == sorted(expected.items())
+        assert svc.get_counter("hits", precision) == sorted(expected.items())
 
 
-def test_counts_may_be_negative_and_unknown_counters_are_empty(redis_client):
-    update_counter("stock", 5, clock=at(D))
-    update_counter("stock", -2, clock=at(D))
-    assert get_counter("stock", 60) == [(D, 3)]
-    assert get_counter("nothing", 60) == []
+def test_counts_may_be_negative_and_unknown_counters_are_empty(redis_client, face):
+    svc = face(counters)
+    svc.update_counter("stock", 5, clock=at(D))
+    svc.update_counter("stock", -2, clock=at(D))
+    assert svc.get_counter("stock", 60) == [(D, 3)]
+    assert svc.get_counter("nothing", 60) == []
 
 
 def test_updates_queue_on_a_pipeline_given_as_client(redis_client):
@@ -86,8 +89,9 @@ def test_updates_queue_on_a_pipeline_given_as_client(redis_client):
     assert list(known_counters()) == ["hits"]
 
 
-def test_keys_share_a_slot_per_counter_expire_and_are_indexed(redis_client):
-    update_counter("hits", clock=at(D))
+def test_keys_share_a_slot_per_counter_expire_and_are_indexed(redis_client, face):
+    svc = face(counters)
+    svc.update_counter("hits", clock=at(D))
     hashes = [counter_key("hits", p) for p in PRECISIONS]
     assert len({slot_of(key) for key in hashes}) == 1
     for precision, key in zip(PRECISIONS, hashes, strict=True):
@@ -96,16 +100,17 @@ def test_keys_share_a_slot_per_counter_expire_and_are_indexed(redis_client):
     assert redis_client.zcard(index_key()) == len(PRECISIONS)
 
 
-def test_bad_input_is_refused_before_any_write(redis_client):
+def test_bad_input_is_refused_before_any_write(redis_client, face):
+    svc = face(counters)
     for name in ["", "a:b", "{a}", "a*", "x" * 300, "tab\there", 42]:
         with pytest.raises(InvalidArgument):
-            update_counter(name)
+            svc.update_counter(name)
     for count in [1.5, "1", True, None, 2**60]:
         with pytest.raises(InvalidArgument, match="count"):
-            update_counter("hits", count)
+            svc.update_counter("hits", count)
     for precision in [2, 0, -1, "60", 60.0]:
         with pytest.raises(InvalidArgument, match="precision"):
-            get_counter("hits", precision)
+            svc.get_counter("hits", precision)
     assert redis_client.dbsize() == 0
 
 

@@ -28,6 +28,12 @@ RESUME = "test:locks:resume"
 RESULT = "test:locks:result"
 
 
+@pytest.fixture
+def new_lock(face):
+    """Build a Lock seen through the test's face (``lock.acquire()`` or ``lock.aacquire()``)."""
+    return lambda *args, **kwargs: face(Lock(*args, **kwargs))
+
+
 # -- validation --------------------------------------------------------------------------
 
 
@@ -81,23 +87,23 @@ def test_a_lock_name_is_checked_and_keyed_afresh_after_the_settings_change(setti
 # -- acquire, release, extend --------------------------------------------------------------
 
 
-def test_context_manager_holds_the_lock_with_a_ttl_and_releases_it(redis_client):
-    with Lock("reports", ttl=2, timeout=1) as lock:
+def test_context_manager_holds_the_lock_with_a_ttl_and_releases_it(redis_client, new_lock):
+    with new_lock("reports", ttl=2, timeout=1) as lock:
         assert lock.held
         assert lock.owned()
         assert lock.fence == 1
         assert redis_client.get(lock.owner_key) == lock.token.encode()
         assert 0 < redis_client.pttl(lock.owner_key) <= 2000
         with pytest.raises(LockTimeout) as caught:
-            Lock("reports", ttl=2, timeout=0.2).acquire()
+            new_lock("reports", ttl=2, timeout=0.2).acquire()
         assert isinstance(caught.value, RedisPartsError)
         assert caught.value.name == "reports"
     assert not lock.held
     assert redis_client.exists(lock.owner_key) == 0
 
 
-def test_each_acquisition_gets_a_new_owner_token(redis_client):
-    lock = Lock("reports", ttl=2, timeout=1)
+def test_each_acquisition_gets_a_new_owner_token(redis_client, new_lock):
+    lock = new_lock("reports", ttl=2, timeout=1)
     lock.acquire()
     first = lock.token
     lock.release()
@@ -117,10 +123,10 @@ def test_try_acquire_makes_one_attempt(redis_client):
     assert counting.commands == ["EVALSHA"]
 
 
-def test_failed_attempts_leave_no_token_and_the_next_holding_owns_the_lock(redis_client):
-    holder = Lock("reports", ttl=2, timeout=1)
+def test_failed_attempts_leave_no_token_and_the_next_holding_owns_the_lock(redis_client, new_lock):
+    holder = new_lock("reports", ttl=2, timeout=1)
     holder.acquire()
-    poller = Lock("reports", ttl=2, timeout=0.05)
+    poller = new_lock("reports", ttl=2, timeout=0.05)
     assert poller.try_acquire() is None
     with pytest.raises(LockTimeout):
         poller.acquire()
@@ -139,10 +145,10 @@ def test_failed_attempts_leave_no_token_and_the_next_holding_owns_the_lock(redis
     poller.release()
 
 
-def test_expired_holder_cannot_release_or_extend_the_new_holders_lock(redis_client):
-    old = Lock("reports", ttl=0.5, timeout=1)
+def test_expired_holder_cannot_release_or_extend_the_new_holders_lock(redis_client, new_lock):
+    old = new_lock("reports", ttl=0.5, timeout=1)
     old.acquire()
-    new = Lock("reports", ttl=30, timeout=10)
+    new = new_lock("reports", ttl=30, timeout=10)
     new.acquire()  # waits for the old holder's TTL to run out
     with pytest.raises(LockNotOwned):
         old.extend(30)
@@ -156,18 +162,18 @@ def test_expired_holder_cannot_release_or_extend_the_new_holders_lock(redis_clie
     new.release()
 
 
-def test_lock_with_a_one_second_ttl_is_acquirable_after_it_expires(redis_client):
-    abandoned = Lock("reports", ttl=1, timeout=1)
+def test_lock_with_a_one_second_ttl_is_acquirable_after_it_expires(redis_client, new_lock):
+    abandoned = new_lock("reports", ttl=1, timeout=1)
     abandoned.acquire()  # never released, as if its holder crashed
-    assert Lock("reports", ttl=1, timeout=1).try_acquire() is None
-    later = Lock("reports", ttl=1, timeout=10)
+    assert new_lock("reports", ttl=1, timeout=1).try_acquire() is None
+    later = new_lock("reports", ttl=1, timeout=10)
     assert later.acquire() == 2
     assert later.owned()
     assert not abandoned.owned()
 
 
-def test_leaving_the_block_after_losing_the_lock_raises_lock_not_owned(redis_client):
-    lock = Lock("reports", ttl=5, timeout=1)
+def test_leaving_the_block_after_losing_the_lock_raises_lock_not_owned(redis_client, new_lock):
+    lock = new_lock("reports", ttl=5, timeout=1)
     with pytest.raises(LockNotOwned, match="expired or another holder"), lock:
         redis_client.delete(lock.owner_key)  # as if its TTL ran out
 
@@ -218,13 +224,13 @@ def test_fenced_update_refuses_a_bad_fence(fence):
 # -- introspection -------------------------------------------------------------------------
 
 
-def test_held_locks_lists_name_owner_ttl_and_fence(redis_client):
+def test_held_locks_lists_name_owner_ttl_and_fence(redis_client, new_lock):
     assert held_locks() == []
-    reports = Lock("reports", ttl=5, timeout=1)
+    reports = new_lock("reports", ttl=5, timeout=1)
     reports.acquire()
     reports.release()
     reports.acquire()
-    chinese = Lock("报表", ttl=10, timeout=1)
+    chinese = new_lock("报表", ttl=10, timeout=1)
     chinese.acquire()
     found = held_locks()
     assert [held.name for held in found] == ["reports", "报表"]
@@ -443,15 +449,15 @@ def test_waiter_takes_the_lock_of_a_crashed_holder_when_its_ttl_runs_out(redis_c
 # -- Redis Cluster ---------------------------------------------------------------------------
 
 
-def test_locks_of_several_slots_with_fences_and_wake_ups(redis_client):
+def test_locks_of_several_slots_with_fences_and_wake_ups(redis_client, new_lock):
     client = redis_client
     names = ["alpha", "beta", "gamma"]
     assert len({keys.slot_of(lock_keys(name)[0]) for name in names}) == len(names)
-    locks = [Lock(name, ttl=5, timeout=1, client=client, auto_renew=True) for name in names]
+    locks = [new_lock(name, ttl=5, timeout=1, client=client, auto_renew=True) for name in names]
     for lock in locks:
         assert lock.acquire() == 1
         with pytest.raises(LockTimeout):  # waits on BLPOP through the cluster client
-            Lock(lock.name, ttl=5, timeout=0.2, client=client).acquire()
+            new_lock(lock.name, ttl=5, timeout=0.2, client=client).acquire()
         lock.extend(10)
     found = held_locks(client=client)
     assert [held.name for held in found] == names
@@ -460,5 +466,5 @@ def test_locks_of_several_slots_with_fences_and_wake_ups(redis_client):
     for lock in locks:
         lock.release()
     assert held_locks(client=client) == []
-    with Lock("gamma", ttl=5, timeout=1, client=client) as again:
+    with new_lock("gamma", ttl=5, timeout=1, client=client) as again:
         assert again.fence == 2

@@ -16,8 +16,9 @@ def ticking_clock(start: float = 1_700_000_000.25):
 
 
 @pytest.fixture
-def inbox(redis_client):
-    return Mailbox("bob", client=redis_client, clock=ticking_clock())
+def inbox(redis_client, face):
+    """Bob's mailbox on the sync face, then on the async face."""
+    return face(Mailbox("bob", client=redis_client, clock=ticking_clock()))
 
 
 def test_send_then_fetch_returns_every_field_newest_first(inbox):

@@ -27,8 +27,8 @@ def test_concurrent_processes_get_exactly_the_limit(redis_client):
     assert admitted_in_process(25, 60.0, "other", 30) == 25
 
 
-def test_refusal_says_when_to_retry_and_refusals_are_not_counted(redis_client):
-    limiter = RateLimit("retry", 3, 0.5)
+def test_refusal_says_when_to_retry_and_refusals_are_not_counted(redis_client, face):
+    limiter = face(RateLimit("retry", 3, 0.5))
     decisions = [limiter.hit("s") for _ in range(3)]
     assert [d.remaining for d in decisions] == [2, 1, 0]
     assert all(d.allowed and d.retry_after == 0 for d in decisions)
@@ -40,8 +40,8 @@ def test_refusal_says_when_to_retry_and_refusals_are_not_counted(redis_client):
     assert [limiter.hit("s").allowed for _ in range(4)] == [True, True, True, False]
 
 
-def test_window_slides_instead_of_resetting(redis_client):
-    limiter = RateLimit("slide", 2, 0.6)
+def test_window_slides_instead_of_resetting(redis_client, face):
+    limiter = face(RateLimit("slide", 2, 0.6))
     assert limiter.hit("s").allowed
     time.sleep(0.35)
     assert limiter.hit("s").allowed

@@ -56,9 +56,9 @@ def key(name: str, role: str) -> str:
 # --- limit, expiry, release ---------------------------------------------------------------
 
 
-def test_basic_fourth_acquire_fails_until_release_or_timeout():
+def test_basic_fourth_acquire_fails_until_release_or_timeout(face):
     clock = FakeClock()
-    sem = Semaphore("reports", 3, timeout=10, clock=clock)
+    sem = face(Semaphore("reports", 3, timeout=10, clock=clock))
     first, second, third = (sem.acquire() for _ in range(3))
     assert None not in (first, second, third)
     assert len({first, second, third}) == 3
@@ -78,8 +78,8 @@ def test_basic_fourth_acquire_fails_until_release_or_timeout():
     assert sem.release(first) is False
 
 
-def test_fair_fourth_acquire_fails_until_release():
-    sem = FairSemaphore("reports", 3, timeout=60)
+def test_fair_fourth_acquire_fails_until_release(face):
+    sem = face(FairSemaphore("reports", 3, timeout=60))
     held = [sem.acquire() for _ in range(3)]
     assert None not in held
     assert sem.acquire() is None
@@ -88,15 +88,15 @@ def test_fair_fourth_acquire_fails_until_release():
     assert sem.acquire() is None
 
 
-def test_fair_permits_expire_after_the_timeout_without_release():
-    sem = FairSemaphore("reports", 3, timeout=0.3)
+def test_fair_permits_expire_after_the_timeout_without_release(face):
+    sem = face(FairSemaphore("reports", 3, timeout=0.3))
     held = [sem.acquire() for _ in range(3)]
     assert None not in held
     # Nobody releases: the only way in is the permits expiring on the server's clock. Three
     # newcomers take all three slots, so every old permit must have expired, however far
     # apart a loaded machine spread the acquires (one newcomer alone may get in while a
     # later-acquired permit still lives).
-    newcomers = [FairSemaphore("reports", 3, timeout=60).acquire(wait=30) for _ in range(3)]
+    newcomers = [face(FairSemaphore("reports", 3, timeout=60)).acquire(wait=30) for _ in range(3)]
     assert None not in newcomers
     assert sorted(h.id for h in holders("reports")) == sorted(newcomers)
     assert all(sem.refresh(holder_id) is False for holder_id in held)
@@ -115,8 +115,8 @@ def test_keys_share_one_slot_and_expire_when_abandoned(redis_client):
     assert sem.ticket(holder_id) == 1
 
 
-def test_release_leaves_at_most_limit_wake_tokens(redis_client):
-    sem = Semaphore("reports", 3)
+def test_release_leaves_at_most_limit_wake_tokens(redis_client, face):
+    sem = face(Semaphore("reports", 3))
     for _ in range(5):
         sem.release(sem.acquire())
     assert redis_client.llen(key("reports", "wake")) == 3
@@ -125,9 +125,9 @@ def test_release_leaves_at_most_limit_wake_tokens(redis_client):
 # --- refresh -----------------------------------------------------------------------------
 
 
-def test_basic_refresh_keeps_a_permit_past_its_timeout_and_reports_expiry():
+def test_basic_refresh_keeps_a_permit_past_its_timeout_and_reports_expiry(face):
     clock = FakeClock()
-    sem = Semaphore("export", 1, timeout=10, clock=clock)
+    sem = face(Semaphore("export", 1, timeout=10, clock=clock))
     holder_id = sem.acquire()
     clock.now += 8
     assert sem.refresh(holder_id) is True
@@ -141,8 +141,8 @@ def test_basic_refresh_keeps_a_permit_past_its_timeout_and_reports_expiry():
     assert sem.acquire() is not None
 
 
-def test_fair_refresh_keeps_a_permit_past_its_timeout():
-    sem = FairSemaphore("export", 1, timeout=3)
+def test_fair_refresh_keeps_a_permit_past_its_timeout(face):
+    sem = face(FairSemaphore("export", 1, timeout=3))
     holder_id = sem.acquire()
     started = time.monotonic()
     while time.monotonic() - started < 3.5:  # refreshes well within the timeout
@@ -154,8 +154,8 @@ def test_fair_refresh_keeps_a_permit_past_its_timeout():
     assert sem.release(holder_id) is True
 
 
-def test_fair_refresh_after_expiry_returns_false(redis_client):
-    sem = FairSemaphore("export", 1, timeout=0.2)
+def test_fair_refresh_after_expiry_returns_false(redis_client, face):
+    sem = face(FairSemaphore("export", 1, timeout=0.2))
     holder_id = sem.acquire()
     time.sleep(0.5)
     assert sem.refresh(holder_id) is False
@@ -164,9 +164,9 @@ def test_fair_refresh_after_expiry_returns_false(redis_client):
     assert left == [key("export", "counter").encode()]
 
 
-def test_refresh_after_expiry_drops_a_permit_not_yet_swept(redis_client):
+def test_refresh_after_expiry_drops_a_permit_not_yet_swept(redis_client, face):
     clock = FakeClock()
-    sem = Semaphore("export", 2, timeout=10, clock=clock)
+    sem = face(Semaphore("export", 2, timeout=10, clock=clock))
     holder_id = sem.acquire()
     clock.now += 11
     assert redis_client.zscore(key("export", "holders"), holder_id) is not None
@@ -175,16 +175,16 @@ def test_refresh_after_expiry_drops_a_permit_not_yet_swept(redis_client):
     assert redis_client.hget(key("export", "info"), holder_id) is None
 
 
-def test_refresh_of_an_unknown_holder_is_false():
-    assert Semaphore("export", 1).refresh("0" * 32) is False
-    assert FairSemaphore("export", 1).refresh("0" * 32) is False
+def test_refresh_of_an_unknown_holder_is_false(face):
+    assert face(Semaphore("export", 1)).refresh("0" * 32) is False
+    assert face(FairSemaphore("export", 1)).refresh("0" * 32) is False
 
 
 # --- context manager ---------------------------------------------------------------------
 
 
-def test_hold_releases_on_exit_and_on_error():
-    sem = FairSemaphore("market", 1)
+def test_hold_releases_on_exit_and_on_error(face):
+    sem = face(FairSemaphore("market", 1))
     with sem.hold(wait=0) as holder_id:
         assert [h.id for h in sem.holders()] == [holder_id]
     assert sem.holders() == []
@@ -193,8 +193,8 @@ def test_hold_releases_on_exit_and_on_error():
     assert sem.holders() == []
 
 
-def test_hold_raises_full_without_wait_and_timeout_with_wait():
-    sem = FairSemaphore("market", 1)
+def test_hold_raises_full_without_wait_and_timeout_with_wait(face):
+    sem = face(FairSemaphore("market", 1))
     with sem.hold(wait=0):
         with pytest.raises(SemaphoreFull, match="'market' is full") as full, sem.hold(wait=0):
             pass
@@ -205,9 +205,9 @@ def test_hold_raises_full_without_wait_and_timeout_with_wait():
         assert timed_out.value.waited >= 0.2
 
 
-def test_hold_raises_lost_when_the_permit_expired_inside_the_block():
+def test_hold_raises_lost_when_the_permit_expired_inside_the_block(face):
     clock = FakeClock()
-    sem = Semaphore("market", 1, timeout=5, clock=clock)
+    sem = face(Semaphore("market", 1, timeout=5, clock=clock))
     with pytest.raises(SemaphoreLost, match="expired before release"), sem.hold(wait=0):
         clock.now += 6
     assert sem.holders() == []
@@ -251,19 +251,19 @@ def test_semaphore_names_lists_semaphores_with_holders():
 # --- clocks ------------------------------------------------------------------------------
 
 
-def test_basic_trusts_client_clocks_but_fair_ignores_them():
+def test_basic_trusts_client_clocks_but_fair_ignores_them(face):
     """A host whose clock runs past another holder's timeout takes its slot (basic only)."""
 
     def ahead() -> float:
         return time.time() + 11
 
-    basic = Semaphore("clocks", 1, timeout=10)
+    basic = face(Semaphore("clocks", 1, timeout=10))
     assert basic.acquire() is not None
-    assert Semaphore("clocks", 1, timeout=10, clock=ahead).acquire() is not None  # stolen
+    assert face(Semaphore("clocks", 1, timeout=10, clock=ahead)).acquire() is not None  # stolen
 
-    fair = FairSemaphore("fair clocks", 1, timeout=10)
+    fair = face(FairSemaphore("fair clocks", 1, timeout=10))
     assert fair.acquire() is not None
-    assert FairSemaphore("fair clocks", 1, timeout=10, clock=ahead).acquire() is None
+    assert face(FairSemaphore("fair clocks", 1, timeout=10, clock=ahead)).acquire() is None
 
 
 # --- against a model ---------------------------------------------------------------------
@@ -370,11 +370,11 @@ def test_bad_call_arguments_are_refused(call, match, unreachable):
             call(kind("ok", 3, client=unreachable))
 
 
-def test_bad_input_is_a_value_error_and_writes_nothing(redis_client):
+def test_bad_input_is_a_value_error_and_writes_nothing(redis_client, face):
     with pytest.raises(ValueError, match="limit"):
-        Semaphore("ok", 0)
+        face(Semaphore("ok", 0))
     with pytest.raises(ValueError, match="reason"):
-        Semaphore("ok", 1).acquire(reason="\n")
+        face(Semaphore("ok", 1)).acquire(reason="\n")
     assert redis_client.dbsize() == 0
 
 

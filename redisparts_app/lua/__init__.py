@@ -24,7 +24,7 @@ from redis.exceptions import NoScriptError
 
 from ..connection import Client, is_pipeline
 
-__all__ = ["LuaScript", "script", "source"]
+__all__ = ["LuaScript", "script", "sha", "source"]
 
 
 @cache
@@ -37,7 +37,8 @@ def source(name: str) -> str:
 
 
 @cache
-def _sha(name: str) -> str:
+def sha(name: str) -> str:
+    """Return the SHA1 of ``<name>.lua`` (what EVALSHA takes), computed once per process."""
     return hashlib.sha1(source(name).encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
@@ -83,4 +84,4 @@ def script(client: Client, name: str) -> LuaScript:
     lazily on first use; a client with a non-UTF-8 encoding gets a NoScriptError on
     the first EVALSHA, and redis-py then loads the script and keeps the server's SHA.
     """
-    return LuaScript(client, source(name), _sha(name))
+    return LuaScript(client, source(name), sha(name))

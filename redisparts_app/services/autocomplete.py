@@ -44,6 +44,12 @@ Names (contacts, members and prefixes) are str; they are stored as UTF-8 in NFC
 form. Times (sentinel ages) are in seconds. Nothing here blocks or expires.
 Every call's keys share one hash tag, so the services run on a Redis Cluster;
 there the book method's WATCH/MULTI goes to the primary holding the guild's slot.
+
+The async face: ``await book.acomplete(prefix)``, ``ajoin``, ``aleave``, the contacts'
+``aadd``, ``aremove``, ``acomplete``, ``amost_picked``, and ``await asuggest(...)``, on a
+redis.asyncio client (given as ``client``, or ``get_async_redis()``), run the same cores
+as their sync twins (``faces``). Bulk loading (``join_many``, ``reindex``) and
+``purge_sentinels`` are sync only.
 """
 
 import random
@@ -51,10 +57,11 @@ import time
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from redis.exceptions import WatchError
 
-from .. import keys, lua
+from .. import faces, keys, lua
 from ..conf import app_settings
 from ..connection import Client, on_slot, resolve_client
 from ..exceptions import CompletionConflict, InvalidArgument, InvalidArgumentType
@@ -65,6 +72,7 @@ __all__ = [
     "METHODS",
     "AddressBook",
     "RecentContacts",
+    "asuggest",
     "fold",
     "matches",
     "suggest",
@@ -188,7 +196,7 @@ class RecentContacts:
         size = app_settings.AUTOCOMPLETE_RECENT_MAX if max_size is None else max_size
         check_count(size, "max_size")
         self.max_size = size
-        self.client = resolve_client(client)
+        self.client, self.aclient = faces.clients(client)
         self.recent_key = keys.make_key(COMPONENT, self.user, "recent")
         self.picks_key = keys.make_key(COMPONENT, self.user, "picks")
 
@@ -198,23 +206,42 @@ class RecentContacts:
         One Lua script: LREM, LPUSH, LTRIM to ``max_size``, ZINCRBY; the pick counts
         keep the ``AUTOCOMPLETE_PICKS_MAX`` most picked names (never dropping this one).
         """
+        return faces.run(self._add(contact), self.client)
+
+    async def aadd(self, contact: str) -> int:
+        """The async twin of ``add``."""
+        return await faces.arun(self._add(contact), self.aclient)
+
+    def _add(self, contact: str) -> faces.Op:
         name = validate_name(contact, "contact").encode()
-        script = lua.script(self.client, "autocomplete_add_contact")
         args = [name, self.max_size, app_settings.AUTOCOMPLETE_PICKS_MAX]
-        return script(keys=self._keys(), args=args)
+        return faces.script("autocomplete_add_contact", self._keys(), args)
 
     def remove(self, contact: str) -> bool:
         """Forget ``contact`` (recent list and pick count); tell whether it was listed."""
+        return faces.run(self._remove(contact), self.client)
+
+    async def aremove(self, contact: str) -> bool:
+        """The async twin of ``remove``."""
+        return await faces.arun(self._remove(contact), self.aclient)
+
+    def _remove(self, contact: str) -> faces.Op:
         name = validate_name(contact, "contact").encode()
-        script = lua.script(self.client, "autocomplete_remove_contact")
-        return bool(script(keys=self._keys(), args=[name]))
+        return faces.script("autocomplete_remove_contact", self._keys(), [name], then=bool)
 
     def _keys(self) -> list[str]:
         return [self.recent_key, self.picks_key]
 
     def names(self) -> list[str]:
         """Return every recent contact, most recent first."""
-        return _decode(self.client.lrange(self.recent_key, 0, -1))
+        return faces.run(self._names(), self.client)
+
+    async def anames(self) -> list[str]:
+        """The async twin of ``names``."""
+        return await faces.arun(self._names(), self.aclient)
+
+    def _names(self) -> faces.Op:
+        return faces.command("lrange", self.recent_key, 0, -1, then=_decode)
 
     def complete(self, prefix: str = "", limit: int | None = None) -> list[str]:
         """Return recent contacts matching ``prefix``, most recent first, as written.
@@ -222,23 +249,45 @@ class RecentContacts:
         Matching is the address book's: folded (case and accents ignored), on any
         word start. At most ``limit`` names (default: all).
         """
+        return faces.run(self._complete(prefix, limit), self.client)
+
+    async def acomplete(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        """The async twin of ``complete``."""
+        return await faces.arun(self._complete(prefix, limit), self.aclient)
+
+    def _complete(self, prefix: str, limit: int | None) -> faces.Steps[list[str]]:
         query = validate_prefix(prefix)
         count = self.max_size if limit is None else validate_limit(limit, self.max_size)
-        return _filter(self.names(), query, count)
+        return _filter((yield self._names()), query, count)
 
     def most_picked(self, prefix: str = "", limit: int | None = None) -> list[str]:
         """Return the names picked most often that match ``prefix``, most picked first.
 
         Equal counts come in reverse byte order (ZREVRANGE).
         """
+        return faces.run(self._most_picked(prefix, limit), self.client)
+
+    async def amost_picked(self, prefix: str = "", limit: int | None = None) -> list[str]:
+        """The async twin of ``most_picked``."""
+        return await faces.arun(self._most_picked(prefix, limit), self.aclient)
+
+    def _most_picked(self, prefix: str, limit: int | None) -> faces.Steps[list[str]]:
         query = validate_prefix(prefix)
         count = validate_limit(limit, app_settings.AUTOCOMPLETE_LIMIT)
-        return _filter(_decode(self.client.zrevrange(self.picks_key, 0, -1)), query, count)
+        names = yield faces.command("zrevrange", self.picks_key, 0, -1, then=_decode)
+        return _filter(names, query, count)
 
     def pick_count(self, contact: str) -> int:
         """Return how many times ``contact`` was added (0 when unknown or dropped)."""
-        score = self.client.zscore(self.picks_key, validate_name(contact, "contact").encode())
-        return int(score or 0)
+        return faces.run(self._pick_count(contact), self.client)
+
+    async def apick_count(self, contact: str) -> int:
+        """The async twin of ``pick_count``."""
+        return await faces.arun(self._pick_count(contact), self.aclient)
+
+    def _pick_count(self, contact: str) -> faces.Op:
+        name = validate_name(contact, "contact").encode()
+        return faces.command("zscore", self.picks_key, name, then=lambda score: int(score or 0))
 
 
 def _filter(names: list[str], query: str, limit: int) -> list[str]:
@@ -267,7 +316,7 @@ class AddressBook:
         self.method = app_settings.AUTOCOMPLETE_METHOD if method is None else method
         check_choice(self.method, "method", METHODS)
         check_count(max_attempts, "max_attempts")
-        self.client = resolve_client(client)
+        self.client, self.aclient = faces.clients(client)
         self.max_attempts = max_attempts
         self.clock = clock
         self.index_key = keys.make_key(COMPONENT, self.guild, "members")
@@ -277,11 +326,19 @@ class AddressBook:
 
     def join(self, name: str) -> bool:
         """Add ``name`` to the guild; return False when it was already a member."""
+        return faces.run(self._join(name), self.client)
+
+    async def ajoin(self, name: str) -> bool:
+        """The async twin of ``join``."""
+        return await faces.arun(self._join(name), self.aclient)
+
+    def _join(self, name: str) -> faces.Steps[bool]:
         member = validate_name(name, "member")
-        script = lua.script(self.client, "autocomplete_join")
-        joined = bool(script(keys=self._keys(), args=self._join_args(member)))
+        joined = bool(
+            (yield faces.script("autocomplete_join", self._keys(), self._join_args(member)))
+        )
         if joined:
-            self._index_members([member], joined=True)
+            yield from self._index_members([member], joined=True)
         return joined
 
     def join_many(self, names: Iterable[str], batch_size: int = 500) -> int:
@@ -298,16 +355,22 @@ class AddressBook:
                     for member in members[first : first + batch_size]:
                         script(keys=self._keys(), args=self._join_args(member), client=pipe)
                     added += sum(pipe.execute())
-        self._index_members(members, joined=True)
+        faces.run(self._index_members(members, joined=True), self.client)
         return added
 
     def leave(self, name: str) -> bool:
         """Remove ``name`` and its index entries; return False when it was not a member."""
+        return faces.run(self._leave(name), self.client)
+
+    async def aleave(self, name: str) -> bool:
+        """The async twin of ``leave``."""
+        return await faces.arun(self._leave(name), self.aclient)
+
+    def _leave(self, name: str) -> faces.Steps[bool]:
         member = validate_name(name, "member")
-        script = lua.script(self.client, "autocomplete_leave")
-        left = bool(script(keys=self._keys(), args=[member.encode()]))
+        left = bool((yield faces.script("autocomplete_leave", self._keys(), [member.encode()])))
         if left:
-            self._index_members([member], joined=False)
+            yield from self._index_members([member], joined=False)
         return left
 
     def reindex(self) -> int:
@@ -315,23 +378,25 @@ class AddressBook:
         for books written before those sets existed; return the members seen."""
         members = [name.decode() for name in self.client.hkeys(self.names_key)]
         for first in range(0, len(members), 500):
-            self._index_members(members[first : first + 500], joined=True)
+            faces.run(self._index_members(members[first : first + 500], joined=True), self.client)
         return len(members)
 
-    def _index_members(self, members: list[str], *, joined: bool) -> None:
+    def _index_members(self, members: list[str], *, joined: bool) -> faces.Steps[None]:
         """Keep the guild in the registry and each member's set of guilds (``books_of``).
 
         After the book's own script, in one pipeline (members' keys are on other slots of
         a cluster). Members whose names cannot be a key part (``:``, braces...) have no
         such set.
         """
-        registry.note(COMPONENT, self.guild, client=self.client)
-        pipe = self.client.pipeline(transaction=False)
-        for member in members:
-            if keys.is_key_part(member):
-                books = keys.make_key(COMPONENT, member, "books")
-                (pipe.sadd if joined else pipe.srem)(books, self.guild)
-        pipe.execute()
+        yield from registry.noting(COMPONENT, self.guild)
+        command = "sadd" if joined else "srem"
+        ops = [
+            faces.command(command, keys.make_key(COMPONENT, member, "books"), self.guild)
+            for member in members
+            if keys.is_key_part(member)
+        ]
+        if ops:
+            yield faces.pipeline(ops)
 
     def __contains__(self, name: str) -> bool:
         return bool(self.client.hexists(self.names_key, validate_name(name, "member").encode()))
@@ -355,25 +420,46 @@ class AddressBook:
         method, called once its sentinels are in place and after each attempt's
         watched reads.
         """
+        return faces.run(self._complete(prefix, limit, on_sentinels, on_watched), self.client)
+
+    async def acomplete(
+        self,
+        prefix: str = "",
+        limit: int | None = None,
+        *,
+        on_sentinels: Callable[[], None] | None = None,
+        on_watched: Callable[[int], None] | None = None,
+    ) -> list[str]:
+        """The async twin of ``complete``."""
+        core = self._complete(prefix, limit, on_sentinels, on_watched)
+        return await faces.arun(core, self.aclient)
+
+    def _complete(
+        self,
+        prefix: str,
+        limit: int | None,
+        on_sentinels: Callable[[], None] | None,
+        on_watched: Callable[[int], None] | None,
+    ) -> faces.Steps[list[str]]:
         query = validate_prefix(prefix).encode()
         count = validate_limit(limit, app_settings.AUTOCOMPLETE_LIMIT)
         if self.method == "lex":
-            return self._complete_lex(query, count)
-        return self._complete_book(query, count, on_sentinels, on_watched)
+            return (yield from self._complete_lex(query, count))
+        return (yield from self._complete_book(query, count, on_sentinels, on_watched))
 
-    def _complete_lex(self, query: bytes, limit: int) -> list[str]:
+    def _complete_lex(self, query: bytes, limit: int) -> faces.Steps[list[str]]:
         # One plain ZRANGEBYLEX of ``limit`` entries answers almost every lookup, and
         # a script call costs the server several times more. Only a page short of
         # distinct names (a name matching on several words, sentinels) goes to the
         # script, which reads on in one snapshot: the answer comes from one read.
-        members = self.client.zrangebylex(
-            self.index_key, b"[" + query, b"(" + query + _AFTER_ANY_UTF8, 0, limit
+        members = yield faces.command(
+            "zrangebylex", self.index_key, b"[" + query, b"(" + query + _AFTER_ANY_UTF8, 0, limit
         )
         names = _distinct_names(members, limit)
         if len(names) == limit or len(members) < limit:
             return names
-        script = lua.script(self.client, "autocomplete_lex")
-        return _decode(script(keys=[self.index_key], args=[query, limit, _page(limit)]))
+        args = [query, limit, _page(limit)]
+        return (yield faces.script("autocomplete_lex", [self.index_key], args, then=_decode))
 
     def _complete_book(
         self,
@@ -381,7 +467,7 @@ class AddressBook:
         limit: int,
         on_sentinels: Callable[[], None] | None,
         on_watched: Callable[[int], None] | None,
-    ) -> list[str]:
+    ) -> faces.Steps[list[str]]:
         token = f"{int(self.clock() * 1000)}-{uuid.uuid4().hex}".encode()
         # Entries are "<folded>\0<name>" and a name never starts with NUL, so "<query>\0\0..."
         # sorts after every entry below the query and before every entry starting with it;
@@ -390,52 +476,62 @@ class AddressBook:
         end = query + _AFTER_ANY_UTF8 + SENTINEL_MARK + token
         sentinels = {start: 0, end: 0}
         page = _page(limit)
-        self.client.zadd(self.index_key, sentinels)
+        yield faces.command("zadd", self.index_key, sentinels)
         placed = True
         try:
             if on_sentinels is not None:
                 on_sentinels()
-            with (
-                on_slot(self.client, self.index_key) as server,
-                server.pipeline(transaction=True) as pipe,
-            ):
-                for attempt in range(1, self.max_attempts + 1):
-                    if not placed:
-                        self.client.zadd(self.index_key, sentinels)
-                        placed = True
-                    try:
-                        pipe.watch(self.index_key)
-                        low = pipe.zrank(self.index_key, start)
-                        high = pipe.zrank(self.index_key, end)
-                        if low is None or high is None:
-                            pipe.unwatch()
-                            placed = False  # a purge took them: put them back and retry
-                            continue
-                        between = high - low - 1
-                        take = min(between, page)
-                        if on_watched is not None:
-                            on_watched(attempt)
-                        pipe.multi()
-                        pipe.zrem(self.index_key, start, end)
-                        # Once the start sentinel is gone, the first entry moves to rank ``low``.
-                        if take:  # never ZRANGE 0 -1
-                            pipe.zrange(self.index_key, low, low + take - 1)
-                        replies = pipe.execute()
-                        placed = False
-                    except WatchError:
-                        self.conflicts += 1
-                        # A short random pause lets the writer that won move on.
-                        time.sleep(random.uniform(0, min(0.05, 0.001 * attempt)))  # noqa: S311
-                        continue
-                    names = _distinct_names(replies[1] if take else [], limit)
-                    if len(names) == limit or take == between:
-                        return names
-                    # Duplicates or other lookups' sentinels filled the page: read more.
-                    page *= 4
+            for attempt in range(1, self.max_attempts + 1):
+                if not placed:
+                    yield faces.command("zadd", self.index_key, sentinels)
+                    placed = True
+                # What the transaction takes, set by ``writes`` once the ranks are read.
+                taking = [0, 0]
+
+                def writes(
+                    ranks: list[Any],
+                    attempt: int = attempt,
+                    taking: list[int] = taking,
+                    page: int = page,
+                ) -> list[Any] | None:
+                    low, high = ranks
+                    if low is None or high is None:
+                        return None  # a purge took them: put them back and retry
+                    taking[:] = [min(high - low - 1, page), high - low - 1]
+                    if on_watched is not None:
+                        on_watched(attempt)
+                    ops = [faces.command("zrem", self.index_key, start, end)]
+                    # Once the start sentinel is gone, the first entry moves to rank ``low``.
+                    if taking[0]:  # never ZRANGE 0 -1
+                        ops.append(
+                            faces.command("zrange", self.index_key, low, low + taking[0] - 1)
+                        )
+                    return ops
+
+                reads = [
+                    faces.command("zrank", self.index_key, start),
+                    faces.command("zrank", self.index_key, end),
+                ]
+                try:
+                    _ranks, replies = yield faces.watch(self.index_key, reads, writes)
+                except WatchError:
+                    self.conflicts += 1
+                    # A short random pause lets the writer that won move on.
+                    yield faces.sleep(random.uniform(0, min(0.05, 0.001 * attempt)))  # noqa: S311
+                    continue
+                placed = False
+                if replies is None:
+                    continue
+                take, between = taking
+                names = _distinct_names(replies[1] if take else [], limit)
+                if len(names) == limit or take == between:
+                    return names
+                # Duplicates or other lookups' sentinels filled the page: read more.
+                page *= 4
             raise CompletionConflict(self.guild, self.max_attempts)
         finally:
             if placed:
-                self.client.zrem(self.index_key, start, end)
+                yield faces.command("zrem", self.index_key, start, end)
 
     def purge_sentinels(self, older_than: float = 60.0) -> int:
         """Delete book-method sentinels stamped more than ``older_than`` seconds ago.
@@ -501,13 +597,37 @@ def suggest(
     (in address-book order), then the names the user picks most often; each name
     once. Three reads, not one snapshot. Keys: those of RecentContacts and AddressBook.
     """
+    return faces.run(_suggest(user, guild, prefix, limit, method, client), resolve_client(client))
+
+
+async def asuggest(
+    user: str,
+    guild: str,
+    prefix: str = "",
+    limit: int | None = None,
+    *,
+    method: str | None = None,
+    client: Client | None = None,
+) -> list[str]:
+    """The async twin of ``suggest`` (``client``: a redis.asyncio client or None)."""
+    return await faces.arun(_suggest(user, guild, prefix, limit, method, client), client)
+
+
+def _suggest(
+    user: str, guild: str, prefix: str, limit: int | None, method: str | None, client: Client
+) -> faces.Steps[list[str]]:
     contacts = RecentContacts(user, client=client)
     book = AddressBook(guild, method=method, client=client)
     validate_prefix(prefix)
     count = validate_limit(limit, app_settings.AUTOCOMPLETE_LIMIT)
     found: dict[str, None] = {}
-    for source in (contacts.complete, book.complete, contacts.most_picked):
-        for name in source(prefix, count):
+    sources = (
+        contacts._complete(prefix, count),
+        book._complete(prefix, count, None, None),
+        contacts._most_picked(prefix, count),
+    )
+    for source in sources:
+        for name in (yield from source):
             found.setdefault(name, None)
             if len(found) == count:
                 return list(found)

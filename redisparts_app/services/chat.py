@@ -47,6 +47,11 @@ which costs every fetch a write). Creating a chat writes the chat, then the
 members' ``seen`` entries: a crash in between leaves members who see the chat
 only after joining it again.
 
+Every function has an async twin named with an ``a`` (``await asend_message(...)``,
+``await afetch_pending_messages(user)``, ...) taking a redis.asyncio ``client`` (None:
+``get_async_redis()``); both run the same core (``faces``): the same scripts, keys and
+checks.
+
 Times are Unix seconds (float) from the injectable ``clock``. Message text is
 limited by ``CHAT_MAX_MESSAGE_LENGTH`` characters; one fetch takes at most
 ``CHAT_FETCH_LIMIT`` messages per chat (the rest come with the next fetch).
@@ -59,18 +64,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
-from .. import lua
+from .. import faces
 from ..conf import app_settings, positive_int_setting
 from ..connection import (
-    SLOT_MIGRATING_ERRORS,
     Client,
-    by_node,
     by_slot,
-    on_slot,
     resolve_client,
-    while_resharding,
 )
 from ..exceptions import ChatExists, ChatNotFound, InvalidArgumentType, NotChatMember
 from ..keys import make_key, validate_key_part
@@ -81,6 +80,18 @@ from .mail import validate_message_id, validate_text
 __all__ = [
     "ChatMessage",
     "ChatSummary",
+    "achat_members",
+    "achat_summaries",
+    "acreate_chat",
+    "afetch_chat_messages",
+    "afetch_pending_messages",
+    "ajoin_chat",
+    "aleave_chat",
+    "aread_history",
+    "aread_messages",
+    "asend_message",
+    "aunread_counts",
+    "auser_chats",
     "chat_keys",
     "chat_members",
     "chat_summaries",
@@ -166,7 +177,30 @@ def create_chat(
     Without ``chat_id`` a new numeric id is taken from a counter; an id in use
     raises ChatExists.
     """
-    client = resolve_client(client)
+    core = _create_chat(sender, recipients, message, chat_id, clock)
+    return faces.run(core, resolve_client(client))
+
+
+async def acreate_chat(
+    sender: str,
+    recipients: Iterable[str],
+    message: str,
+    *,
+    chat_id: str | None = None,
+    client: Client | None = None,
+    clock: Callable[[], float] = time.time,
+) -> str:
+    """The async twin of ``create_chat`` (``client``: a redis.asyncio client or None)."""
+    return await faces.arun(_create_chat(sender, recipients, message, chat_id, clock), client)
+
+
+def _create_chat(
+    sender: str,
+    recipients: Iterable[str],
+    message: str,
+    chat_id: str | None,
+    clock: Callable[[], float],
+) -> faces.Steps[str]:
     sender = validate_key_part(sender, "sender")
     if isinstance(recipients, str):
         raise InvalidArgumentType(
@@ -176,19 +210,17 @@ def create_chat(
     encoded = _encode(sender, message, clock)
     history = _history_args()
     if chat_id is None:
-        chat_id = str(client.incr(make_key("chat_ids", "chat_ids", "next")))
+        chat_id = str((yield faces.command("incr", make_key("chat_ids", "chat_ids", "next"))))
     else:
         chat_id = validate_key_part(chat_id, "chat")
-    created = lua.script(client, "chat_send")(
-        keys=_keys(chat_id, *_SEND_KEYS), args=[sender, encoded, *history, *members]
+    created = yield faces.script(
+        "chat_send", keys=_keys(chat_id, *_SEND_KEYS), args=[sender, encoded, *history, *members]
     )
     if not created:
         raise ChatExists(chat_id)
-    pipe = client.pipeline(transaction=False)
-    for member in members:
-        pipe.zadd(seen_key(member), {chat_id: 0})
-    registry.note(COMPONENT, chat_id, client=pipe)
-    pipe.execute()
+    ops = [faces.command("zadd", seen_key(member), {chat_id: 0}) for member in members]
+    ops.append(registry.note_command(COMPONENT, chat_id))  # in the same round trip, every time
+    yield faces.pipeline(ops)
     return chat_id
 
 
@@ -204,12 +236,29 @@ def send_message(
 
     The message enters the history in the same script, which trims the history.
     """
-    client = resolve_client(client)
+    return faces.run(_send_message(chat_id, sender, text, clock), resolve_client(client))
+
+
+async def asend_message(
+    chat_id: str,
+    sender: str,
+    text: str,
+    *,
+    client: Client | None = None,
+    clock: Callable[[], float] = time.time,
+) -> int:
+    """The async twin of ``send_message``."""
+    return await faces.arun(_send_message(chat_id, sender, text, clock), client)
+
+
+def _send_message(
+    chat_id: str, sender: str, text: str, clock: Callable[[], float]
+) -> faces.Steps[int]:
     chat_id = validate_key_part(chat_id, "chat")
     sender = validate_key_part(sender, "sender")
     encoded = _encode(sender, text, clock)
-    result = lua.script(client, "chat_send")(
-        keys=_keys(chat_id, *_SEND_KEYS), args=[sender, encoded, *_history_args()]
+    result = yield faces.script(
+        "chat_send", keys=_keys(chat_id, *_SEND_KEYS), args=[sender, encoded, *_history_args()]
     )
     _raise_for(result, chat_id, sender)
     return int(result)
@@ -224,25 +273,36 @@ def fetch_pending_messages(
     id order. Atomic per chat (on a single server, across the chats too); see the
     module docstring for the round trips.
     """
-    client = resolve_client(client)
+    return faces.run(_fetch_pending_messages(user), resolve_client(client))
+
+
+async def afetch_pending_messages(
+    user: str, *, client: Client | None = None
+) -> list[tuple[str, list[ChatMessage]]]:
+    """The async twin of ``fetch_pending_messages``."""
+    return await faces.arun(_fetch_pending_messages(user), client)
+
+
+def _fetch_pending_messages(user: str) -> faces.Steps[list[tuple[str, list[ChatMessage]]]]:
     user = validate_key_part(user, "user")
     key = seen_key(user)
-    chats = [chat.decode() for chat in client.zrange(key, 0, -1)]
+    chats = yield faces.command("zrange", key, 0, -1, then=_decoded)
     if not chats:
         return []
     # One script takes many chats: every chat on a single server; on a Redis Cluster
     # the chats of one slot, each node's scripts sent in one pipeline.
+    client = yield faces.CLIENT
     groups = by_slot(client, chats, lambda chat: make_key(COMPONENT, chat))  # the chat's slot
     limit = _fetch_limit()
     calls = [(_fetch_keys(*group), [user, limit]) for group in groups]
     chats = [chat for group in groups for chat in group]
     # Each group's reply: the count taken per chat (or a negative code), then the
     # messages taken, joined.
-    replies = _pipelined_script(client, "chat_fetch", calls)
+    replies = yield faces.scripts("chat_fetch", calls)
     counts = [count for reply in replies for count in reply[:-1]]
     gone = [chat for chat, count in zip(chats, counts, strict=True) if count < 0]
     if gone:  # left or deleted since: the seen entries are stale
-        client.zrem(key, *gone)
+        yield faces.command("zrem", key, *gone)
     messages = iter(_decode([reply[-1] for reply in replies if reply[-1]]))
     return [
         (chat, list(itertools.islice(messages, count)))
@@ -255,11 +315,21 @@ def fetch_chat_messages(
     chat_id: str, user: str, *, client: Client | None = None
 ) -> list[ChatMessage]:
     """Take ``user``'s pending messages of one chat (one script, one round trip)."""
-    client = resolve_client(client)
+    return faces.run(_fetch_chat_messages(chat_id, user), resolve_client(client))
+
+
+async def afetch_chat_messages(
+    chat_id: str, user: str, *, client: Client | None = None
+) -> list[ChatMessage]:
+    """The async twin of ``fetch_chat_messages``."""
+    return await faces.arun(_fetch_chat_messages(chat_id, user), client)
+
+
+def _fetch_chat_messages(chat_id: str, user: str) -> faces.Steps[list[ChatMessage]]:
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
-    count, joined = lua.script(client, "chat_fetch")(
-        keys=_fetch_keys(chat_id), args=[user, _fetch_limit()]
+    count, joined = yield faces.script(
+        "chat_fetch", keys=_fetch_keys(chat_id), args=[user, _fetch_limit()]
     )
     _raise_for(count, chat_id, user)
     return _decode([joined] if joined else [])
@@ -280,9 +350,27 @@ def read_history(
     of the history. A member who joined a running chat gets the messages from their
     join on. ``count`` is at most ``CHAT_FETCH_LIMIT``.
     """
+    return faces.run(_read_history(chat_id, user, count, before), resolve_client(client))
+
+
+async def aread_history(
+    chat_id: str,
+    user: str,
+    count: int = 20,
+    before: int | None = None,
+    *,
+    client: Client | None = None,
+) -> list[ChatMessage]:
+    """The async twin of ``read_history``."""
+    return await faces.arun(_read_history(chat_id, user, count, before), client)
+
+
+def _read_history(
+    chat_id: str, user: str, count: int, before: int | None
+) -> faces.Steps[list[ChatMessage]]:
     count = check_count(count, "count", maximum=_fetch_limit())
     before_id = 0 if before is None else validate_message_id(before)
-    reply = _read(client, chat_id, user, "history", before_id, count)
+    reply = yield from _read(chat_id, user, "history", before_id, count)
     return _decode(reply[:0:-1])
 
 
@@ -297,19 +385,45 @@ def read_messages(
     """Return the pending messages (those some member has not fetched) after id
     ``after``, oldest first, without moving ``user``'s position (to resume a display
     from a message id). A member who joined a running chat gets none from before."""
+    return faces.run(_read_messages(chat_id, user, after, limit), resolve_client(client))
+
+
+async def aread_messages(
+    chat_id: str,
+    user: str,
+    after: int = 0,
+    limit: int | None = None,
+    *,
+    client: Client | None = None,
+) -> list[ChatMessage]:
+    """The async twin of ``read_messages``."""
+    return await faces.arun(_read_messages(chat_id, user, after, limit), client)
+
+
+def _read_messages(
+    chat_id: str, user: str, after: int, limit: int | None
+) -> faces.Steps[list[ChatMessage]]:
     if after != 0:
         after = validate_message_id(after)
     limit = _fetch_limit() if limit is None else check_count(limit, "limit")
-    reply = _read(client, chat_id, user, "after", after, limit)
+    reply = yield from _read(chat_id, user, "after", after, limit)
     return _decode(reply[1:])
 
 
 def unread_counts(user: str, *, client: Client | None = None) -> dict[str, int]:
     """Return the number of pending messages per chat of ``user`` (two round trips)."""
-    client = resolve_client(client)
+    return faces.run(_unread_counts(user), resolve_client(client))
+
+
+async def aunread_counts(user: str, *, client: Client | None = None) -> dict[str, int]:
+    """The async twin of ``unread_counts``."""
+    return await faces.arun(_unread_counts(user), client)
+
+
+def _unread_counts(user: str) -> faces.Steps[dict[str, int]]:
     user = validate_key_part(user, "user")
-    chats = [chat.decode() for chat in client.zrange(seen_key(user), 0, -1)]
-    replies = _read_chats(client, chats, user, "unread")
+    chats = yield faces.command("zrange", seen_key(user), 0, -1, then=_decoded)
+    replies = yield _read_chats(chats, user, "unread")
     return {
         chat: int(reply[1]) for chat, reply in zip(chats, replies, strict=True) if reply[0] >= 0
     }
@@ -321,11 +435,19 @@ def chat_summaries(user: str, *, client: Client | None = None) -> list[ChatSumma
     The last message is the newest one of the history the user may read (else of the
     pending messages, with the history off).
     """
-    client = resolve_client(client)
+    return faces.run(_chat_summaries(user), resolve_client(client))
+
+
+async def achat_summaries(user: str, *, client: Client | None = None) -> list[ChatSummary]:
+    """The async twin of ``chat_summaries``."""
+    return await faces.arun(_chat_summaries(user), client)
+
+
+def _chat_summaries(user: str) -> faces.Steps[list[ChatSummary]]:
     user = validate_key_part(user, "user")
-    chats = [chat.decode() for chat in client.zrange(seen_key(user), 0, -1)]
+    chats = yield faces.command("zrange", seen_key(user), 0, -1, then=_decoded)
     summaries = []
-    for chat, reply in zip(chats, _read_chats(client, chats, user, "summary"), strict=True):
+    for chat, reply in zip(chats, (yield _read_chats(chats, user, "summary")), strict=True):
         if reply[0] < 0:
             continue  # left or deleted since the chats were read
         last = _decode([reply[2]])[0] if reply[2] else None
@@ -334,10 +456,10 @@ def chat_summaries(user: str, *, client: Client | None = None) -> list[ChatSumma
     return summaries
 
 
-def _read_chats(client: Client, chats: list[str], user: str, mode: str) -> list[Any]:
+def _read_chats(chats: list[str], user: str, mode: str) -> faces.Op:
     # One chat_read per chat, pipelined: a constant number of round trips.
     calls = [(_keys(chat, *_READ_KEYS), [user, mode, 0, 0]) for chat in chats]
-    return _pipelined_script(client, "chat_read", calls)
+    return faces.scripts("chat_read", calls)
 
 
 def join_chat(chat_id: str, user: str, *, client: Client | None = None) -> int:
@@ -346,13 +468,21 @@ def join_chat(chat_id: str, user: str, *, client: Client | None = None) -> int:
     The user receives, and reads in the history, the messages sent after joining.
     Joining again changes nothing.
     """
-    client = resolve_client(client)
+    return faces.run(_join_chat(chat_id, user), resolve_client(client))
+
+
+async def ajoin_chat(chat_id: str, user: str, *, client: Client | None = None) -> int:
+    """The async twin of ``join_chat``."""
+    return await faces.arun(_join_chat(chat_id, user), client)
+
+
+def _join_chat(chat_id: str, user: str) -> faces.Steps[int]:
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
     keys = _keys(chat_id, "members", "ids", "joined")
-    position = lua.script(client, "chat_join")(keys=keys, args=[user])
+    position = yield faces.script("chat_join", keys=keys, args=[user])
     _raise_for(position, chat_id, user)
-    client.zadd(seen_key(user), {chat_id: position})
+    yield faces.command("zadd", seen_key(user), {chat_id: position})
     return int(position)
 
 
@@ -361,34 +491,65 @@ def leave_chat(chat_id: str, user: str, *, client: Client | None = None) -> int:
 
     The last member out deletes the chat's keys, its history too (0 is returned).
     """
-    client = resolve_client(client)
+    return faces.run(_leave_chat(chat_id, user), resolve_client(client))
+
+
+async def aleave_chat(chat_id: str, user: str, *, client: Client | None = None) -> int:
+    """The async twin of ``leave_chat``."""
+    return await faces.arun(_leave_chat(chat_id, user), client)
+
+
+def _leave_chat(chat_id: str, user: str) -> faces.Steps[int]:
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
-    left = lua.script(client, "chat_leave")(keys=_keys(chat_id, *ROLES), args=[user])
+    left = yield faces.script("chat_leave", keys=_keys(chat_id, *ROLES), args=[user])
     _raise_for(left, chat_id, user)
-    pipe = client.pipeline(transaction=False)
-    pipe.zrem(seen_key(user), chat_id)
-    if left == 0:
-        registry.forget(COMPONENT, chat_id, client=pipe)
-    pipe.execute()
+    ops = [faces.command("zrem", seen_key(user), chat_id)]
+    if left == 0:  # the chat is gone: forget it at once
+        ops.append(registry.forget_command(COMPONENT, chat_id))
+    yield faces.pipeline(ops)
     return int(left)
 
 
 def chat_members(chat_id: str, *, client: Client | None = None) -> dict[str, int]:
     """Return the members of a chat with the id of the last message each fetched."""
-    client = resolve_client(client)
+    return faces.run(_chat_members(chat_id), resolve_client(client))
+
+
+async def achat_members(chat_id: str, *, client: Client | None = None) -> dict[str, int]:
+    """The async twin of ``chat_members``."""
+    return await faces.arun(_chat_members(chat_id), client)
+
+
+def _chat_members(chat_id: str) -> faces.Op:
     chat_id = validate_key_part(chat_id, "chat")
-    members = client.zrange(chat_keys(chat_id)["members"], 0, -1, withscores=True)
-    if not members:
-        raise ChatNotFound(chat_id)
-    return {member.decode(): int(score) for member, score in members}
+
+    def positions(members: list[Any]) -> dict[str, int]:
+        if not members:
+            raise ChatNotFound(chat_id)
+        return {member.decode(): int(score) for member, score in members}
+
+    key = chat_keys(chat_id)["members"]
+    return faces.command("zrange", key, 0, -1, withscores=True, then=positions)
 
 
 def user_chats(user: str, *, client: Client | None = None) -> list[str]:
     """Return the ids of the chats ``user`` belongs to."""
-    client = resolve_client(client)
+    return faces.run(_user_chats(user), resolve_client(client))
+
+
+async def auser_chats(user: str, *, client: Client | None = None) -> list[str]:
+    """The async twin of ``user_chats``."""
+    return await faces.arun(_user_chats(user), client)
+
+
+def _user_chats(user: str) -> faces.Op:
     user = validate_key_part(user, "user")
-    return [chat.decode() for chat in client.zrange(seen_key(user), 0, -1)]
+    return faces.command("zrange", seen_key(user), 0, -1, then=_decoded)
+
+
+def _decoded(names: list[bytes]) -> list[str]:
+    return [name.decode() for name in names]
 
 
 def _encode(sender: str, text: str, clock: Callable[[], float]) -> str:
@@ -438,63 +599,11 @@ def _raise_for(code: int, chat_id: str, user: str) -> None:
         raise NotChatMember(chat_id, user)
 
 
-def _read(
-    client: Client | None, chat_id: str, user: str, mode: str, after: int, limit: int
-) -> list[Any]:
-    client = resolve_client(client)
+def _read(chat_id: str, user: str, mode: str, after: int, limit: int) -> faces.Steps[list[Any]]:
     chat_id = validate_key_part(chat_id, "chat")
     user = validate_key_part(user, "user")
-    reply = lua.script(client, "chat_read")(
-        keys=_keys(chat_id, *_READ_KEYS), args=[user, mode, after, limit]
+    reply = yield faces.script(
+        "chat_read", keys=_keys(chat_id, *_READ_KEYS), args=[user, mode, after, limit]
     )
     _raise_for(reply[0], chat_id, user)
     return reply
-
-
-def _pipelined_script(client: Client, name: str, calls: list[tuple[list[str], list]]) -> list:
-    """Run one script per (keys, args) in one non-transactional pipeline per node.
-
-    One round trip on a single server; on a Redis Cluster one per primary holding
-    any of the chats (each call's keys share one slot), so still a constant number.
-    EVALSHA directly rather than redis-py's pipeline scripts, which add a
-    SCRIPT EXISTS round trip to every execute (and which cluster pipelines refuse);
-    a server that lost its scripts gets them loaded once and its pipeline runs again.
-    """
-    replies: list = [None] * len(calls)
-    for indexes in by_node(client, range(len(calls)), lambda i: calls[i][0][0]):
-        with on_slot(client, calls[indexes[0]][0][0]) as server:
-            group = _pipeline_scripts(server, name, [calls[i] for i in indexes])
-        for index, reply in zip(indexes, group, strict=True):
-            if isinstance(reply, SLOT_MIGRATING_ERRORS):
-                # That call's slot is moving: the server did not run it. The cluster
-                # client runs it again where the slot is now (the other calls ran).
-                keys, args = calls[index]
-                script = lua.script(client, name)
-                reply = while_resharding(client, lambda: script(keys=keys, args=args))  # noqa: B023
-            replies[index] = reply
-    return replies
-
-
-def _pipeline_scripts(
-    server: Client, name: str, calls: list[tuple[list[str], list[Any]]]
-) -> list[Any]:
-    script = lua.script(server, name)
-    if len(calls) == 1:  # a pipeline of one call only costs more
-        [(keys, args)] = calls
-        try:
-            return [script(keys=keys, args=args)]
-        except SLOT_MIGRATING_ERRORS as exc:
-            return [exc]
-    for attempt in (1, 2):
-        pipe = server.pipeline(transaction=False)
-        for keys, args in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-        replies = pipe.execute(raise_on_error=False)
-        if attempt == 1 and any(isinstance(r, NoScriptError) for r in replies):
-            server.script_load(script.script)
-            continue
-        for reply in replies:
-            if isinstance(reply, Exception) and not isinstance(reply, SLOT_MIGRATING_ERRORS):
-                raise reply
-        return replies
-    raise AssertionError("unreachable")

@@ -6,6 +6,8 @@ Import: ``from redisparts_app.services.counters import update_counter, get_count
 ``REDISPARTS["COUNTER_PRECISIONS"]`` (seconds: 1, 5, 60, 300, 3600, 18000, 86400); a
 bucket is named by its start, ``int(now // precision) * precision`` in epoch seconds.
 ``get_counter("hits", 60)`` returns the ``(bucket start, count)`` series, oldest first.
+On asyncio: ``await aupdate_counter("hits")``, ``await aget_counter("hits", 60)``
+(a redis.asyncio ``client``, or none: ``get_async_redis()``), on the same core (``faces``).
 
 Keys::
 
@@ -35,17 +37,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.core.exceptions import ImproperlyConfigured
-from redis.client import Pipeline
-from redis.cluster import ClusterPipeline, RedisCluster
 
-from .. import lua
+from .. import faces, lua
 from ..conf import app_settings, positive_int_setting
-from ..connection import Client, resolve_client
+from ..connection import Client, is_cluster, resolve_client
 from ..keys import make_key
 from ..validation import check_choice, check_int, check_key_part
 
 __all__ = [
     "CleanReport",
+    "aget_counter",
+    "aindex_size",
+    "aupdate_counter",
     "clean_counters",
     "counter_key",
     "get_counter",
@@ -103,37 +106,64 @@ def update_counter(
     Redis Cluster, to keep the increments before the index write). Given a pipeline as
     ``client``, the commands are queued on it and the caller executes them.
     """
+    faces.run(_update_counter(name, count, clock), resolve_client(client))
+
+
+async def aupdate_counter(
+    name: str,
+    count: int = 1,
+    *,
+    client: Client | None = None,
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """The async twin of ``update_counter`` (``client``: a redis.asyncio client or None)."""
+    await faces.arun(_update_counter(name, count, clock), client)
+
+
+def _update_counter(name: str, count: int, clock: Callable[[], float]) -> faces.Steps[None]:
     name = _validate_name(name)
     check_int(count, "count", minimum=-MAX_COUNT, maximum=MAX_COUNT)
-    client = resolve_client(client)
     now = clock()
     samples = sample_count()
-    queued = isinstance(client, Pipeline | ClusterPipeline)
-    pipe = client if queued else client.pipeline(transaction=False)
+    ops = []
     members = {}
     for precision in precisions():
         key = counter_key(name, precision)
-        pipe.hincrby(key, int(now // precision) * precision, count)
-        pipe.expire(key, precision * (samples + 1))
+        ops.append(faces.command("hincrby", key, int(now // precision) * precision, count))
+        ops.append(faces.command("expire", key, precision * (samples + 1)))
         members[_member(name, precision)] = precision
-    if isinstance(client, RedisCluster) and not queued:
-        # A cluster pipeline writes to every node at once: finish the increments first.
-        pipe.execute()
     # After the increments: the cleaner's guarantee relies on this order.
-    pipe.zadd(index_key(), members)
-    if not queued:
-        pipe.execute()
+    index = faces.command("zadd", index_key(), members)
+    if is_cluster((yield faces.CLIENT)):
+        # A cluster pipeline writes to every node at once: finish the increments first.
+        yield faces.pipeline(ops)
+        yield index
+    else:  # one pipeline (or the caller's, which queues them)
+        yield faces.pipeline([*ops, index])
 
 
 def get_counter(
     name: str, precision: int, *, client: Client | None = None
 ) -> list[tuple[int, int]]:
     """Return the ``(bucket start, count)`` samples of ``name`` at ``precision``, oldest first."""
+    return faces.run(_get_counter(name, precision), resolve_client(client))
+
+
+async def aget_counter(
+    name: str, precision: int, *, client: Client | None = None
+) -> list[tuple[int, int]]:
+    """The async twin of ``get_counter``."""
+    return await faces.arun(_get_counter(name, precision), client)
+
+
+def _get_counter(name: str, precision: int) -> faces.Op:
     name = _validate_name(name)
     check_choice(check_int(precision, "precision"), "precision (seconds)", precisions())
-    client = resolve_client(client)
-    data = client.hgetall(counter_key(name, precision))
-    return sorted((int(start), int(value)) for start, value in data.items())
+    return faces.command(
+        "hgetall",
+        counter_key(name, precision),
+        then=lambda data: sorted((int(start), int(value)) for start, value in data.items()),
+    )
 
 
 def known_counters(*, client: Client | None = None) -> dict[str, list[int]]:
@@ -189,8 +219,16 @@ def clean_counters(
 
 def index_size(*, client: Client | None = None) -> int:
     """Return the number of index entries (counter hashes known to the cleaner)."""
-    client = resolve_client(client)
-    return int(client.zcard(index_key()))
+    return faces.run(_index_size(), resolve_client(client))
+
+
+async def aindex_size(*, client: Client | None = None) -> int:
+    """The async twin of ``index_size``."""
+    return await faces.arun(_index_size(), client)
+
+
+def _index_size() -> faces.Op:
+    return faces.command("zcard", index_key(), then=int)
 
 
 def counter_key(name: str, precision: int) -> str:

@@ -52,8 +52,8 @@ from typing import Any
 
 import redis
 
-from .. import lua
-from ..connection import Client, get_redis, is_pipeline, on_slot
+from .. import faces
+from ..connection import Client, get_redis, is_async_client, is_pipeline
 from ..exceptions import InvalidArgument
 from ..validation import check_int, check_seconds, to_ms
 
@@ -109,6 +109,14 @@ def immediate_client(client: Client) -> Any:
     return client
 
 
+def immediate_clients(client: Client) -> tuple[Any, Any]:
+    """Return the (sync, async) clients of a lease or lock given ``client=`` (see
+    ``faces.clients``); refuse a pipeline with a TypeError (``immediate_client``)."""
+    if is_async_client(client):
+        return get_redis(), client
+    return immediate_client(client), None
+
+
 class Lease:
     """Exclusive, expiring ownership of ``key`` for ``ttl`` seconds.
 
@@ -132,7 +140,7 @@ class Lease:
     ) -> None:
         self.key = key
         self.ttl = check_seconds(ttl, "lease ttl")
-        self.client = immediate_client(client)
+        self.client, self.aclient = immediate_clients(client)
         self.token = token or os.urandom(16).hex()  # 128 random bits, as hex
         self.fence_key = fence_key
         self.signal_key = signal_key
@@ -168,7 +176,14 @@ class Lease:
 
     def try_acquire(self) -> bool:
         """Make one attempt; return True when this holder now owns the lease."""
-        acquired, _ = self._attempt()
+        return faces.run(self._try_acquire(), self.client)
+
+    async def atry_acquire(self) -> bool:
+        """The async twin of ``try_acquire``."""
+        return await faces.arun(self._try_acquire(), self.aclient)
+
+    def _try_acquire(self) -> faces.Steps[bool]:
+        acquired, _ = yield from self._attempt()
         return acquired
 
     def acquire(self, timeout: float = 0.0) -> bool:
@@ -179,13 +194,20 @@ class Lease:
         longer than the holder's remaining TTL and the remaining wait, so an
         abandoned lease is taken as soon as it expires, without busy polling.
         """
-        return self.wait_for(check_seconds(timeout, "lease timeout", allow_zero=True))
+        return faces.run(
+            self._acquire(check_seconds(timeout, "lease timeout", allow_zero=True)), self.client
+        )
 
-    def wait_for(self, timeout: float) -> bool:
-        """``acquire`` for a ``timeout`` the caller has checked (a float of seconds, >= 0)."""
+    async def aacquire(self, timeout: float = 0.0) -> bool:
+        """The async twin of ``acquire`` (its waits block only this coroutine)."""
+        checked = check_seconds(timeout, "lease timeout", allow_zero=True)
+        return await faces.arun(self._acquire(checked), self.aclient)
+
+    def _acquire(self, timeout: float) -> faces.Steps[bool]:
+        """The core of ``acquire``, for a ``timeout`` the caller has checked (float seconds ≥ 0)."""
         deadline = self.clock() + timeout
         while True:
-            acquired, holder_pttl = self._attempt()
+            acquired, holder_pttl = yield from self._attempt()
             if acquired:
                 return True
             left = deadline - self.clock()
@@ -194,24 +216,25 @@ class Lease:
             if holder_pttl == -2:  # released between SET and PTTL: try again at once
                 continue
             pause = left if holder_pttl < 0 else min(left, holder_pttl / 1000)
-            self._pause(pause)
+            yield from self._pause(pause)
 
-    def _attempt(self) -> tuple[bool, int]:
+    def _attempt(self) -> faces.Steps[tuple[bool, int]]:
         if self._held:
             raise RuntimeError(f"lease {self.key!r} is already held by this holder")
         ttl_ms = to_ms(self.ttl)
         sent = self.clock()
         if self.fence_key is not None:
-            script = lua.script(self.client, "lease_acquire")
-            acquired, value = script(keys=[self.key, self.fence_key], args=[self.token, ttl_ms])
+            acquired, value = yield faces.script(
+                "lease_acquire", [self.key, self.fence_key], [self.token, ttl_ms]
+            )
             if acquired:
                 self._mark_acquired(int(value), sent)
                 return True, 0
             return False, int(value)
-        if self.client.set(self.key, self.token, nx=True, px=ttl_ms):
+        if (yield faces.command("set", self.key, self.token, nx=True, px=ttl_ms)):
             self._mark_acquired(None, sent)
             return True, 0
-        return False, int(self.client.pttl(self.key))
+        return False, int((yield faces.command("pttl", self.key)))
 
     def _mark_acquired(self, fence: int | None, sent: float) -> None:
         # Ownership is certain until the send time of the last confirmed SET/PEXPIRE + ttl.
@@ -223,13 +246,13 @@ class Lease:
         self._lost_reported = False
         self._held = True
 
-    def _pause(self, seconds: float) -> None:
-        seconds = min(seconds, _longest_block(self.client))
+    def _pause(self, seconds: float) -> faces.Steps[None]:
+        seconds = min(seconds, _longest_block((yield faces.CLIENT)))
         if self.signal_key is None:
-            time.sleep(seconds)
+            yield faces.sleep(seconds)
             return
         # BLPOP takes seconds with millisecond precision; 0 would mean forever.
-        self.client.blpop([self.signal_key], timeout=max(0.001, round(seconds, 3)))
+        yield faces.command("blpop", [self.signal_key], timeout=max(0.001, round(seconds, 3)))
 
     # -- ownership ------------------------------------------------------------------
 
@@ -238,10 +261,16 @@ class Lease:
 
         Return False, and report the loss, when the lease is gone or another's.
         """
+        return faces.run(self._extend(ttl), self.client)
+
+    async def aextend(self, ttl: float | None = None) -> bool:
+        """The async twin of ``extend``."""
+        return await faces.arun(self._extend(ttl), self.aclient)
+
+    def _extend(self, ttl: float | None) -> faces.Steps[bool]:
         ttl = self.ttl if ttl is None else check_seconds(ttl, "lease ttl")
-        script = lua.script(self.client, "lease_extend")
         sent = self.clock()
-        if script(keys=[self.key], args=[self.token, to_ms(ttl)]):
+        if (yield faces.script("lease_extend", [self.key], [self.token, to_ms(ttl)])):
             self._confirmed_until = sent + ttl
             return True
         self._report_lost()
@@ -252,11 +281,16 @@ class Lease:
 
         With a ``signal_key``, a successful release wakes one waiter.
         """
+        return faces.run(self._release(), self.client)
+
+    async def arelease(self) -> bool:
+        """The async twin of ``release`` (a heartbeat thread is joined, briefly)."""
+        return await faces.arun(self._release(), self.aclient)
+
+    def _release(self) -> faces.Steps[bool]:
         self.stop_heartbeat()
         keys = [self.key] if self.signal_key is None else [self.key, self.signal_key]
-        released = bool(
-            lua.script(self.client, "lease_release")(keys=keys, args=[self.token, SIGNAL_TTL_MS])
-        )
+        released = bool((yield faces.script("lease_release", keys, [self.token, SIGNAL_TTL_MS])))
         if released:
             self._held = False
         else:
@@ -265,15 +299,32 @@ class Lease:
 
     def owned(self) -> bool:
         """Ask Redis whether the key still holds this holder's token."""
-        return self.client.get(self.key) == self.token.encode()
+        return faces.run(self._owned(), self.client)
+
+    async def aowned(self) -> bool:
+        """The async twin of ``owned``."""
+        return await faces.arun(self._owned(), self.aclient)
+
+    def _owned(self) -> faces.Op:
+        return faces.command("get", self.key, then=lambda value: value == self.token.encode())
 
     def remaining(self) -> float | None:
         """Return the seconds left on the lease if this holder owns it, else None."""
-        with on_slot(self.client, self.key) as server, server.pipeline(transaction=True) as pipe:
-            value, pttl = pipe.get(self.key).pttl(self.key).execute()
-        if value != self.token.encode() or pttl < 0:
-            return None
-        return pttl / 1000
+        return faces.run(self._remaining(), self.client)
+
+    async def aremaining(self) -> float | None:
+        """The async twin of ``remaining``."""
+        return await faces.arun(self._remaining(), self.aclient)
+
+    def _remaining(self) -> faces.Op:
+        def seconds(replies: list[Any]) -> float | None:
+            value, pttl = replies
+            if value != self.token.encode() or pttl < 0:
+                return None
+            return pttl / 1000
+
+        ops = [faces.command("get", self.key), faces.command("pttl", self.key)]
+        return faces.transaction(self.key, ops, then=seconds)
 
     def _report_lost(self) -> None:
         with _REPORT_LOCK:

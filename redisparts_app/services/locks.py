@@ -8,6 +8,9 @@ Import: ``from redisparts_app.services.locks import FencedQuerySet, Lock, fenced
         ...                                    # at most one holder at a time
         fenced_update(Item.objects, pk, lock.fence, price=10)
 
+    async with Lock("market", ttl=5, timeout=10) as lock:   # the async face
+        ...                                    # await lock.aacquire(), lock.arelease(), ...
+
 Acquisition is one Lua script (``lease_acquire``): SET NX PX of a fresh owner
 token (128 random bits) plus INCR of the lock's fence counter, so there is no
 window where the key exists without a TTL and every holder gets a fencing
@@ -48,7 +51,9 @@ rejected where it lands. ``auto_renew=True`` keeps a lock through long work,
 but cannot stop a pause longer than the TTL. A Redis failover to a replica
 that missed the last writes can grant the lock twice; fence checks still help
 if the counter survived. A Lock object belongs to one thread; it is not
-reentrant. ``client`` is a client or cluster client, never a pipeline (TypeError).
+reentrant. ``client`` is a client or cluster client, never a pipeline (TypeError), or a
+redis.asyncio client for the async twins (``aacquire``, ``arelease``, ``async with``;
+``faces.clients``), which share every step with the sync methods.
 
 Units: ``ttl`` and ``timeout`` are seconds (floats, > 0); Redis keeps ms.
 Defaults come from ``REDISPARTS["LOCK_TTL"]`` and ``REDISPARTS["LOCK_TIMEOUT"]``.
@@ -68,13 +73,13 @@ from django.core.signals import setting_changed
 from django.db import models
 from django.dispatch import receiver
 
-from .. import keys, lua
+from .. import faces, keys, lua
 from ..conf import app_settings
 from ..connection import Client, resolve_client
 from ..exceptions import InvalidArgument, LockNotOwned, LockTimeout
 from ..validation import check_count, check_seconds
 from . import registry
-from .lease import SIGNAL_TTL_MS, Lease, immediate_client, validate_heartbeat
+from .lease import SIGNAL_TTL_MS, Lease, immediate_clients, validate_heartbeat
 
 __all__ = [
     "FencedQuerySet",
@@ -162,7 +167,7 @@ class Lock:
             renew_interval = self.ttl / 3  # validate_heartbeat's default, without the call
         else:
             renew_interval = validate_heartbeat(renew_interval, self.ttl, max_renewals)
-        self.client = immediate_client(client)
+        self.client, self.aclient = immediate_clients(client)
         self.auto_renew = auto_renew
         self.renew_interval = renew_interval
         self.max_renewals = max_renewals
@@ -205,9 +210,19 @@ class Lock:
         """Ask Redis whether this holder's token is still the lock's owner."""
         return self._lease is not None and self._lease.owned()
 
+    async def aowned(self) -> bool:
+        """The async twin of ``owned``."""
+        return self._lease is not None and await faces.arun(self._lease._owned(), self.aclient)
+
     def remaining(self) -> float | None:
         """Return the seconds left on the lock if this holder owns it, else None."""
         return self._lease.remaining() if self._lease is not None else None
+
+    async def aremaining(self) -> float | None:
+        """The async twin of ``remaining``."""
+        if self._lease is None:
+            return None
+        return await faces.arun(self._lease._remaining(), self.aclient)
 
     # -- acquire / extend / release ---------------------------------------------------
 
@@ -216,18 +231,33 @@ class Lock:
 
         Raise LockTimeout when others held it for the whole wait.
         """
+        return faces.run(self._acquire(timeout), self.client)
+
+    async def aacquire(self, timeout: float | None = None) -> int:
+        """The async twin of ``acquire``: its waits (BLPOP on the wake-up list) block only
+        this coroutine."""
+        return await faces.arun(self._acquire(timeout), self.aclient)
+
+    def _acquire(self, timeout: float | None) -> faces.Steps[int]:
         wait = self.timeout if timeout is None else check_seconds(timeout, "lock timeout")
         lease = self._new_lease()
-        if not lease.wait_for(wait):
+        if not (yield from lease._acquire(wait)):
             self._unused = lease
             raise LockTimeout(self.name, wait)
-        return self._started(lease)
+        return (yield from self._started(lease))
 
     def try_acquire(self) -> int | None:
         """Make one attempt without waiting; return the fence, or None when it is held."""
+        return faces.run(self._try_acquire(), self.client)
+
+    async def atry_acquire(self) -> int | None:
+        """The async twin of ``try_acquire``."""
+        return await faces.arun(self._try_acquire(), self.aclient)
+
+    def _try_acquire(self) -> faces.Steps[int | None]:
         lease = self._new_lease()
-        if lease.try_acquire():
-            return self._started(lease)
+        if (yield from lease._try_acquire()):
+            return (yield from self._started(lease))
         self._unused = lease
         return None
 
@@ -236,12 +266,26 @@ class Lock:
 
         Raise LockNotOwned when this holder no longer owns it.
         """
-        if self._lease is None or not self._lease.extend(ttl):
+        faces.run(self._extend(ttl), self.client)
+
+    async def aextend(self, ttl: float | None = None) -> None:
+        """The async twin of ``extend``."""
+        await faces.arun(self._extend(ttl), self.aclient)
+
+    def _extend(self, ttl: float | None) -> faces.Steps[None]:
+        if self._lease is None or not (yield from self._lease._extend(ttl)):
             raise LockNotOwned(self.name, "extend")
 
     def release(self) -> None:
         """Release the lock and wake one waiter; raise LockNotOwned when no longer owned."""
-        if self._lease is None or not self._lease.release():
+        faces.run(self._release(), self.client)
+
+    async def arelease(self) -> None:
+        """The async twin of ``release``."""
+        await faces.arun(self._release(), self.aclient)
+
+    def _release(self) -> faces.Steps[None]:
+        if self._lease is None or not (yield from self._lease._release()):
             raise LockNotOwned(self.name, "release")
 
     def _new_lease(self) -> Lease:
@@ -261,12 +305,12 @@ class Lock:
             clock=self.clock,
         )
 
-    def _started(self, lease: Lease) -> int:
+    def _started(self, lease: Lease) -> faces.Steps[int]:
         # Noted once held: a registry prunes only names whose thing it finds gone, so a
         # name noted before the lock existed could be pruned between the two.
-        registry.note(COMPONENT, self.name, client=self.client)
+        yield from registry.noting(COMPONENT, self.name)
         self._lease = lease
-        if self.auto_renew:
+        if self.auto_renew:  # a thread on the sync client, whichever face acquired
             lease.start_heartbeat(self.renew_interval, max_renewals=self.max_renewals)
         assert lease.fence is not None  # a fenced lease always draws one
         return lease.fence
@@ -281,8 +325,23 @@ class Lock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        faces.run(self._exit(exc_type), self.client)
+
+    async def __aenter__(self) -> Lock:
+        await self.aacquire()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await faces.arun(self._exit(exc_type), self.aclient)
+
+    def _exit(self, exc_type: type[BaseException] | None) -> faces.Steps[None]:
         try:
-            self.release()
+            yield from self._release()
         except LockNotOwned:
             if exc_type is None:
                 raise

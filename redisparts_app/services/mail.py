@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import lua
+from .. import faces
 from ..conf import app_settings
-from ..connection import Client, resolve_client
+from ..connection import Client
 from ..exceptions import MailMessageNotFound
 from ..keys import make_key, validate_key_part
 from ..validation import check_count, check_int, check_page_size, check_text
@@ -72,7 +72,9 @@ class MailPage:
 
 
 class Mailbox:
-    """The mailbox of ``user``; ``client`` may be a client, cluster client or pipeline."""
+    """The mailbox of ``user``; ``client`` may be a client, cluster client or pipeline, or
+    a redis.asyncio client for the async methods (``asend``, ``afetch``, ...; see
+    ``faces.clients``)."""
 
     def __init__(
         self,
@@ -82,7 +84,7 @@ class Mailbox:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.user = validate_key_part(user, "user")
-        self.client = resolve_client(client)
+        self.client, self.aclient = faces.clients(client)
         self.clock = clock
 
     def _key(self, role: str) -> str:
@@ -90,6 +92,13 @@ class Mailbox:
 
     def send(self, sender: str, subject: str, body: str) -> int:
         """Put a message from ``sender`` in this mailbox; return its id (1, 2, ...)."""
+        return faces.run(self._send(sender, subject, body), self.client)
+
+    async def asend(self, sender: str, subject: str, body: str) -> int:
+        """The async twin of ``send``."""
+        return await faces.arun(self._send(sender, subject, body), self.aclient)
+
+    def _send(self, sender: str, subject: str, body: str) -> faces.Op:
         sender = validate_key_part(sender, "sender")
         subject = validate_text(
             subject, "subject", app_settings.MAIL_MAX_SUBJECT_LENGTH, multiline=False
@@ -99,37 +108,75 @@ class Mailbox:
         encoded = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
         keys = [self._key("ids"), self._key("box"), self._key("msgs"), self._key("unread")]
         args = [encoded, app_settings.MAIL_MAX_MESSAGES]
-        return int(lua.script(self.client, "mail_send")(keys=keys, args=args))
+        return faces.script("mail_send", keys, args, then=int)
 
     def fetch(self, offset: int = 0, limit: int = 20) -> MailPage:
         """Return ``limit`` messages from the ``offset``-th newest, newest first."""
+        return faces.run(self._fetch(offset, limit), self.client)
+
+    async def afetch(self, offset: int = 0, limit: int = 20) -> MailPage:
+        """The async twin of ``fetch``."""
+        return await faces.arun(self._fetch(offset, limit), self.aclient)
+
+    def _fetch(self, offset: int, limit: int) -> faces.Op:
         check_int(offset, "offset", minimum=0)
         check_page_size(limit, "limit", maximum=app_settings.MAIL_MAX_PAGE_SIZE)
         keys = [self._key("box"), self._key("msgs"), self._key("unread")]
-        reply = lua.script(self.client, "mail_fetch")(keys=keys, args=[offset, limit])
-        total, unread, rest = int(reply[0]), int(reply[1]), reply[2:]
-        messages = []
-        for encoded, unread_flag in zip(rest[::2], rest[1::2], strict=True):
-            data = json.loads(encoded)
-            messages.append(MailMessage(**data, read=not unread_flag))
-        return MailPage(messages=messages, total=total, unread=unread, offset=offset)
+
+        def page(reply: list) -> MailPage:
+            total, unread, rest = int(reply[0]), int(reply[1]), reply[2:]
+            messages = []
+            for encoded, unread_flag in zip(rest[::2], rest[1::2], strict=True):
+                data = json.loads(encoded)
+                messages.append(MailMessage(**data, read=not unread_flag))
+            return MailPage(messages=messages, total=total, unread=unread, offset=offset)
+
+        return faces.script("mail_fetch", keys, [offset, limit], then=page)
 
     def mark_read(self, message_id: int) -> bool:
         """Mark a message read; return False if it already was. Unknown ids raise."""
+        return faces.run(self._mark_read(message_id), self.client)
+
+    async def amark_read(self, message_id: int) -> bool:
+        """The async twin of ``mark_read``."""
+        return await faces.arun(self._mark_read(message_id), self.aclient)
+
+    def _mark_read(self, message_id: int) -> faces.Op:
         message_id = validate_message_id(message_id)
+
+        def marked(result: int) -> bool:
+            if result == -1:
+                raise MailMessageNotFound(self.user, message_id)
+            return bool(result)
+
         keys = [self._key("msgs"), self._key("unread")]
-        result = lua.script(self.client, "mail_mark_read")(keys=keys, args=[message_id])
-        if result == -1:
-            raise MailMessageNotFound(self.user, message_id)
-        return bool(result)
+        return faces.script("mail_mark_read", keys, [message_id], then=marked)
 
     def unread_count(self) -> int:
         """Return the number of unread messages."""
-        return int(self.client.scard(self._key("unread")))
+        return faces.run(self._unread_count(), self.client)
+
+    async def aunread_count(self) -> int:
+        """The async twin of ``unread_count``."""
+        return await faces.arun(self._unread_count(), self.aclient)
+
+    def _unread_count(self) -> faces.Op:
+        return faces.command("scard", self._key("unread"), then=int)
 
     def delete(self, message_id: int) -> None:
         """Delete a message; unknown ids raise MailMessageNotFound."""
+        faces.run(self._delete(message_id), self.client)
+
+    async def adelete(self, message_id: int) -> None:
+        """The async twin of ``delete``."""
+        await faces.arun(self._delete(message_id), self.aclient)
+
+    def _delete(self, message_id: int) -> faces.Op:
         message_id = validate_message_id(message_id)
+
+        def deleted(result: int) -> None:
+            if not result:
+                raise MailMessageNotFound(self.user, message_id)
+
         keys = [self._key("box"), self._key("msgs"), self._key("unread")]
-        if not lua.script(self.client, "mail_delete")(keys=keys, args=[message_id]):
-            raise MailMessageNotFound(self.user, message_id)
+        return faces.script("mail_delete", keys, [message_id], then=deleted)

@@ -31,6 +31,10 @@ no other device of the user was active in the window, the user is removed from
 the window's minute sets and the last-seen set at once, so they show offline
 immediately; otherwise they stay online through the other device.
 
+Every function has an async twin named with an ``a`` (``await arecord_activity(user)``,
+``await aonline_friends(user)``, ...) taking a redis.asyncio ``client`` (None:
+``get_async_redis()``), built on the same core (``faces``).
+
 Times are Unix seconds from ``clock`` (``time.time`` unless injected); hosts
 recording activity should keep their clocks in sync to the second.
 """
@@ -40,15 +44,24 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
-from .. import lua
+from .. import faces
 from ..conf import app_settings
-from ..connection import Client, resolve_client, transaction
+from ..connection import Client, resolve_client
 from ..exceptions import InvalidArgument
 from ..keys import make_key, validate_key_part
 from ..validation import check_choice, check_count, check_int
 
 __all__ = [
+    "aadd_friend",
     "add_friend",
+    "afriends",
+    "ais_online",
+    "alogout",
+    "aonline_friends",
+    "aonline_page",
+    "aonline_users",
+    "arecord_activity",
+    "aremove_friend",
     "devices_key",
     "friends",
     "friends_key",
@@ -114,34 +127,59 @@ def record_activity(
     clock: Clock = time.time,
 ) -> None:
     """Mark ``user`` active now on ``device`` (any id of a device, tab or session)."""
+    faces.run(_record_activity(user, device, clock), resolve_client(client))
+
+
+async def arecord_activity(
+    user: str,
+    device: str = DEFAULT_DEVICE,
+    *,
+    client: Client | None = None,
+    clock: Clock = time.time,
+) -> None:
+    """The async twin of ``record_activity`` (``client``: a redis.asyncio client or None)."""
+    await faces.arun(_record_activity(user, device, clock), client)
+
+
+def _record_activity(user: str, device: str, clock: Clock) -> faces.Op:
     user = validate_key_part(user, "user")
     device = validate_key_part(device, "device")
     now = clock()
     keys, start = _window(now)
-
-    def queue(pipe: Any) -> None:
-        pipe.sadd(keys[-1], user)
-        pipe.expire(keys[-1], _ttl())
-        pipe.zadd(seen_key(), {user: now})
-        pipe.zremrangebyscore(seen_key(), "-inf", f"({start}")
-        pipe.zadd(devices_key(user), {device: now})
-        pipe.expire(devices_key(user), _ttl())
-
-    transaction(resolve_client(client), seen_key(), queue)
+    return faces.transaction(
+        seen_key(),
+        [
+            faces.command("sadd", keys[-1], user),
+            faces.command("expire", keys[-1], _ttl()),
+            faces.command("zadd", seen_key(), {user: now}),
+            faces.command("zremrangebyscore", seen_key(), "-inf", f"({start}"),
+            faces.command("zadd", devices_key(user), {device: now}),
+            faces.command("expire", devices_key(user), _ttl()),
+        ],
+        then=_none,
+    )
 
 
 def online_users(
     *, method: Method = "seen", client: Client | None = None, clock: Clock = time.time
 ) -> set[str]:
     """Return the users active in the window, by either method (same answer)."""
+    return faces.run(_online_users(method, clock), resolve_client(client))
+
+
+async def aonline_users(
+    *, method: Method = "seen", client: Client | None = None, clock: Clock = time.time
+) -> set[str]:
+    """The async twin of ``online_users``."""
+    return await faces.arun(_online_users(method, clock), client)
+
+
+def _online_users(method: Method, clock: Clock) -> faces.Op:
     check_choice(method, "method", METHODS)
     keys, start = _window(clock())
-    client = resolve_client(client)
     if method == "minutes":
-        members = client.sunion(keys)
-    else:  # "seen"
-        members = client.zrangebyscore(seen_key(), start, "+inf")
-    return {member.decode() for member in members}
+        return faces.command("sunion", keys, then=_names)
+    return faces.command("zrangebyscore", seen_key(), start, "+inf", then=_names)  # "seen"
 
 
 def online_page(
@@ -150,23 +188,50 @@ def online_page(
     """Return up to ``count`` online users from ``offset``, the most recently active first,
     and how many are online in all (the last-seen set: two commands, however many there are).
     """
+    return faces.run(_online_page(offset, count, clock), resolve_client(client))
+
+
+async def aonline_page(
+    offset: int = 0, count: int = 100, *, client: Client | None = None, clock: Clock = time.time
+) -> tuple[list[str], int]:
+    """The async twin of ``online_page``."""
+    return await faces.arun(_online_page(offset, count, clock), client)
+
+
+def _online_page(offset: int, count: int, clock: Clock) -> faces.Op:
     offset = check_int(offset, "offset", minimum=0)
     count = check_count(count, "count", maximum=MAX_PAGE)
     _keys, start = _window(clock())
-    pipe = resolve_client(client).pipeline(transaction=False)
-    pipe.zrevrangebyscore(seen_key(), "+inf", start, start=offset, num=count)
-    pipe.zcount(seen_key(), start, "+inf")
-    users, total = pipe.execute()
-    return [user.decode() for user in users], int(total)
+
+    def page(replies: list[Any]) -> tuple[list[str], int]:
+        users, total = replies
+        return [user.decode() for user in users], int(total)
+
+    return faces.pipeline(
+        [
+            faces.command("zrevrangebyscore", seen_key(), "+inf", start, start=offset, num=count),
+            faces.command("zcount", seen_key(), start, "+inf"),
+        ],
+        then=page,
+    )
 
 
 def is_online(user: str, *, client: Client | None = None, clock: Clock = time.time) -> bool:
     """Return whether ``user`` was active in the window."""
+    return faces.run(_is_online(user, clock), resolve_client(client))
+
+
+async def ais_online(user: str, *, client: Client | None = None, clock: Clock = time.time) -> bool:
+    """The async twin of ``is_online``."""
+    return await faces.arun(_is_online(user, clock), client)
+
+
+def _is_online(user: str, clock: Clock) -> faces.Op:
     user = validate_key_part(user, "user")
     start = _window_start(clock())
-    client = resolve_client(client)
-    seen = client.zscore(seen_key(), user)
-    return seen is not None and seen >= start
+    return faces.command(
+        "zscore", seen_key(), user, then=lambda seen: seen is not None and seen >= start
+    )
 
 
 def logout(
@@ -177,27 +242,53 @@ def logout(
     clock: Clock = time.time,
 ) -> bool:
     """Forget ``device``; return True if the user is now offline (no other device active)."""
+    return faces.run(_logout(user, device, clock), resolve_client(client))
+
+
+async def alogout(
+    user: str,
+    device: str = DEFAULT_DEVICE,
+    *,
+    client: Client | None = None,
+    clock: Clock = time.time,
+) -> bool:
+    """The async twin of ``logout``."""
+    return await faces.arun(_logout(user, device, clock), client)
+
+
+def _logout(user: str, device: str, clock: Clock) -> faces.Op:
     user = validate_key_part(user, "user")
     device = validate_key_part(device, "device")
     keys, start = _window(clock())
-    client = resolve_client(client)
-    offline = lua.script(client, "presence_logout")(
-        keys=[devices_key(user), seen_key(), *keys], args=[user, device, start]
+    return faces.script(
+        "presence_logout",
+        [devices_key(user), seen_key(), *keys],
+        [user, device, start],
+        then=bool,
     )
-    return bool(offline)
 
 
 def add_friend(user: str, friend: str, *, client: Client | None = None) -> None:
     """Make ``user`` and ``friend`` friends of each other."""
-    _change_friendship("sadd", user, friend, client)
+    faces.run(_change_friendship("sadd", user, friend), resolve_client(client))
+
+
+async def aadd_friend(user: str, friend: str, *, client: Client | None = None) -> None:
+    """The async twin of ``add_friend``."""
+    await faces.arun(_change_friendship("sadd", user, friend), client)
 
 
 def remove_friend(user: str, friend: str, *, client: Client | None = None) -> None:
     """End the friendship of ``user`` and ``friend`` (both directions)."""
-    _change_friendship("srem", user, friend, client)
+    faces.run(_change_friendship("srem", user, friend), resolve_client(client))
 
 
-def _change_friendship(command: str, user: str, friend: str, client: Client) -> None:
+async def aremove_friend(user: str, friend: str, *, client: Client | None = None) -> None:
+    """The async twin of ``remove_friend``."""
+    await faces.arun(_change_friendship("srem", user, friend), client)
+
+
+def _change_friendship(command: str, user: str, friend: str) -> faces.Op:
     """Apply SADD or SREM to both friends sets in one MULTI."""
     user = validate_key_part(user, "user")
     friend = validate_key_part(friend, "friend")
@@ -205,19 +296,29 @@ def _change_friendship(command: str, user: str, friend: str, client: Client) -> 
         raise InvalidArgument(
             "friend", friend, "must differ from the user: nobody befriends themselves"
         )
-
-    def queue(pipe: Any) -> None:
-        getattr(pipe, command)(friends_key(user), friend)
-        getattr(pipe, command)(friends_key(friend), user)
-
-    transaction(resolve_client(client), friends_key(user), queue)
+    return faces.transaction(
+        friends_key(user),
+        [
+            faces.command(command, friends_key(user), friend),
+            faces.command(command, friends_key(friend), user),
+        ],
+        then=_none,
+    )
 
 
 def friends(user: str, *, client: Client | None = None) -> set[str]:
     """Return the friends of ``user``."""
+    return faces.run(_friends(user), resolve_client(client))
+
+
+async def afriends(user: str, *, client: Client | None = None) -> set[str]:
+    """The async twin of ``friends``."""
+    return await faces.arun(_friends(user), client)
+
+
+def _friends(user: str) -> faces.Op:
     user = validate_key_part(user, "user")
-    client = resolve_client(client)
-    return {member.decode() for member in client.smembers(friends_key(user))}
+    return faces.command("smembers", friends_key(user), then=_names)
 
 
 def online_friends(
@@ -229,17 +330,33 @@ def online_friends(
     the friends set and deletes it in the same script; ``seen`` checks each
     friend's last-seen score.
     """
+    return faces.run(_online_friends(user, method, clock), resolve_client(client))
+
+
+async def aonline_friends(
+    user: str, *, method: Method = "minutes", client: Client | None = None, clock: Clock = time.time
+) -> set[str]:
+    """The async twin of ``online_friends``."""
+    return await faces.arun(_online_friends(user, method, clock), client)
+
+
+def _online_friends(user: str, method: Method, clock: Clock) -> faces.Op:
     user = validate_key_part(user, "user")
     check_choice(method, "method", METHODS)
     keys, start = _window(clock())
-    client = resolve_client(client)
     if method == "minutes":
         temporary = make_key(COMPONENT, TAG, "tmp", uuid.uuid4().hex)
-        members = lua.script(client, "presence_online_friends")(
-            keys=[friends_key(user), temporary, *keys], args=[]
+        return faces.script(
+            "presence_online_friends", [friends_key(user), temporary, *keys], [], then=_names
         )
-    else:  # "seen"
-        members = lua.script(client, "presence_online_friends_seen")(
-            keys=[friends_key(user), seen_key()], args=[start]
-        )
+    return faces.script(  # "seen"
+        "presence_online_friends_seen", [friends_key(user), seen_key()], [start], then=_names
+    )
+
+
+def _names(members: Any) -> set[str]:
     return {member.decode() for member in members}
+
+
+def _none(_reply: Any) -> None:
+    return None

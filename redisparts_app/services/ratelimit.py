@@ -2,7 +2,8 @@
 
 Import: ``from redisparts_app.services.ratelimit import RateLimit``.
 
-``RateLimit("login", 10, 60).hit(subject)`` admits or refuses one event with one script
+``RateLimit("login", 10, 60).hit(subject)`` (``await ....ahit(subject)`` on asyncio, given
+a redis.asyncio client or none) admits or refuses one event with one script
 call (``lua/rate_limit.lua``): a sliding log of the admitted events' times, on the
 server's clock, so the limit holds in every window of ``window`` seconds (a fixed-window
 counter lets twice the limit through around a window boundary) and web servers with
@@ -24,8 +25,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from .. import lua
-from ..connection import Client, resolve_client
+from .. import faces
+from ..connection import Client
 from ..exceptions import InvalidArgument, InvalidArgumentType
 from ..keys import make_key
 from ..validation import check_count, check_seconds
@@ -65,7 +66,7 @@ class RateLimit:
         check_count(limit, "rate limit")
         window = check_seconds(window, "rate limit window", maximum=MAX_WINDOW)
         self.scope, self.limit, self.window = scope, limit, float(window)
-        self.client = resolve_client(client)
+        self.client, self.aclient = faces.clients(client)
 
     def key(self, subject: str) -> str:
         """The Redis key of ``subject``'s log; TypeError for a non-string subject."""
@@ -78,11 +79,20 @@ class RateLimit:
 
     def hit(self, subject: str) -> Decision:
         """Record one event of ``subject`` if the limit allows it; say whether it did."""
+        return faces.run(self._hit(subject), self.client)
+
+    async def ahit(self, subject: str) -> Decision:
+        """The async twin of ``hit``."""
+        return await faces.arun(self._hit(subject), self.aclient)
+
+    def _hit(self, subject: str) -> faces.Op:
         key = self.key(subject)
-        admitted, value = lua.script(self.client, "rate_limit")(
-            keys=[key],
-            args=[self.limit, round(self.window * 1_000_000), os.urandom(8).hex()],
-        )
-        if admitted:
-            return Decision(True, int(value), 0.0)
-        return Decision(False, 0, int(value) / 1_000_000)
+        args = [self.limit, round(self.window * 1_000_000), os.urandom(8).hex()]
+        return faces.script("rate_limit", [key], args, then=_decision)
+
+
+def _decision(reply: list[int]) -> Decision:
+    admitted, value = reply
+    if admitted:
+        return Decision(True, int(value), 0.0)
+    return Decision(False, 0, int(value) / 1_000_000)

@@ -42,7 +42,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .. import lua
+from .. import faces, lua
 from ..conf import app_settings
 from ..connection import Client, is_pipeline, resolve_client
 from ..keys import make_key, scan_keys
@@ -50,11 +50,15 @@ from ..keys import make_key, scan_keys
 __all__ = [
     "COMPONENTS",
     "NOTE_INTERVAL",
+    "anote",
     "existing",
     "forget",
+    "forget_command",
     "forget_noted",
     "names",
     "note",
+    "note_command",
+    "noting",
     "page",
     "prune",
     "rebuild",
@@ -82,16 +86,26 @@ def note(component: str, name: str, *, client: Client | None = None) -> None:
 
     On a pipeline the ZADD is queued every time, to go with the pipeline's other commands.
     """
-    client = resolve_client(client)
+    faces.run(noting(component, name), resolve_client(client))
+
+
+async def anote(component: str, name: str, *, client: Client | None = None) -> None:
+    """The async twin of ``note``."""
+    await faces.arun(noting(component, name), client)
+
+
+def noting(component: str, name: str) -> faces.Steps[None]:
+    """The core of ``note``, for the cores of the services that note a name."""
+    client = yield faces.CLIENT
     if is_pipeline(client):
-        client.zadd(registry_key(component), {name: time.time()})
+        yield note_command(component, name)
         return
     now = time.monotonic()
     noted = _noted.get(client)
     last = noted.get((component, name)) if noted is not None else None
     if last is not None and now - last < NOTE_INTERVAL:
         return
-    client.zadd(registry_key(component), {name: time.time()})
+    yield note_command(component, name)
     with _noted_guard:
         noted = _noted.setdefault(client, {})
         if len(noted) >= _NOTED_MAX:
@@ -99,10 +113,20 @@ def note(component: str, name: str, *, client: Client | None = None) -> None:
         noted[(component, name)] = now
 
 
+def note_command(component: str, name: str) -> faces.Op:
+    """The ZADD that notes ``name`` now, for a core's pipeline (sent every time)."""
+    return faces.command("zadd", registry_key(component), {name: time.time()})
+
+
+def forget_command(component: str, name: str) -> faces.Op:
+    """The ZREM of ``forget``, for a core's pipeline."""
+    return faces.command("zrem", registry_key(component), name)
+
+
 def forget(component: str, name: str, *, client: Client | None = None) -> None:
     """Forget ``name`` at once, for a component that deleted its thing itself (a chat's
     last member left). The thing's next use registers it again."""
-    resolve_client(client).zrem(registry_key(component), name)
+    faces.run(forget_command(component, name), resolve_client(client))
 
 
 def forget_noted() -> None:

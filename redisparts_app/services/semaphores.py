@@ -62,11 +62,12 @@ import os
 import re
 import time
 import unicodedata
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from typing import Any
 
-from .. import keys, lua
+from .. import faces, keys, lua
 from ..connection import Client, resolve_client
 from ..exceptions import (
     InvalidArgument,
@@ -82,6 +83,7 @@ __all__ = [
     "FairSemaphore",
     "Holder",
     "Semaphore",
+    "aholders",
     "force_release",
     "holders",
     "holders_key",
@@ -126,7 +128,8 @@ class Semaphore:
 
     ``limit`` permits at most; a permit expires ``timeout`` seconds after its acquire or
     last refresh. ``client`` must be a client or cluster client, not a pipeline: every
-    call needs its answer at once.
+    call needs its answer at once; or a redis.asyncio client for the async twins
+    (``aacquire``, ``arefresh``, ``arelease``, ``async with ahold()``; ``faces.clients``).
     """
 
     _fair = False
@@ -152,7 +155,7 @@ class Semaphore:
         self._acquire_keys = [*zsets, *owners, self._keys["counter"]] if self._fair else zsets
         self._refresh_keys = [*zsets, *owners]
         self._release_keys = [*zsets, self._keys["wake"], *owners]
-        self._client = resolve_client(client)
+        self._client, self._aclient = faces.clients(client)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, limit={self.limit}, timeout={self.timeout})"
@@ -162,20 +165,28 @@ class Semaphore:
 
         ``wait`` is seconds (0: one try); ``reason`` is a short text shown by ``holders``.
         """
+        return faces.run(self._acquire(wait, reason), self._client)
+
+    async def aacquire(self, *, wait: float = 0.0, reason: str = "") -> str | None:
+        """The async twin of ``acquire`` (its waits block only this coroutine)."""
+        return await faces.arun(self._acquire(wait, reason), self._aclient)
+
+    def _acquire(self, wait: float, reason: str) -> faces.Steps[str | None]:
         wait = check_seconds(wait, "wait", allow_zero=True, maximum=MAX_TIMEOUT, whole_ms=False)
         reason = _check_reason(reason)
         holder_id = os.urandom(16).hex()  # 128 random bits, as 32 hex digits
         deadline = self._clock() + wait
         backoff = MIN_BACKOFF
         while True:
-            if self._try_acquire(holder_id, reason):
-                registry.note(COMPONENT, self.name, client=self._client)  # once it exists
+            if (yield self._try_acquire(holder_id, reason)):
+                yield from registry.noting(COMPONENT, self.name)  # once it exists
                 return holder_id
             remaining = deadline - self._clock()
             if remaining <= 0:
                 return None
             # BLPOP timeout 0 would block forever; a release wakes one waiter early.
-            self._client.blpop([self._keys["wake"]], timeout=max(0.01, min(backoff, remaining)))
+            pause = max(0.01, min(backoff, remaining))
+            yield faces.command("blpop", [self._keys["wake"]], timeout=pause)
             backoff = min(backoff * 2, MAX_BACKOFF)
 
     def refresh(self, holder_id: str) -> bool:
@@ -184,17 +195,29 @@ class Semaphore:
         Return False, and drop the permit, if it had already expired (or was never held):
         its slot may count another holder by now, so the caller must stop.
         """
+        return faces.run(self._refresh(holder_id), self._client)
+
+    async def arefresh(self, holder_id: str) -> bool:
+        """The async twin of ``refresh``."""
+        return await faces.arun(self._refresh(holder_id), self._aclient)
+
+    def _refresh(self, holder_id: str) -> faces.Op:
         holder_id = _check_holder_id(holder_id)
-        script = lua.script(self._client, "semaphore_refresh")
         args = [holder_id, self._timeout_ms, self._now_arg()]
-        return bool(script(keys=self._refresh_keys, args=args))
+        return faces.script("semaphore_refresh", self._refresh_keys, args, then=bool)
 
     def release(self, holder_id: str) -> bool:
         """Give the permit back; return False if it had already expired or was never held."""
+        return faces.run(self._release(holder_id), self._client)
+
+    async def arelease(self, holder_id: str) -> bool:
+        """The async twin of ``release``."""
+        return await faces.arun(self._release(holder_id), self._aclient)
+
+    def _release(self, holder_id: str) -> faces.Op:
         holder_id = _check_holder_id(holder_id)
-        script = lua.script(self._client, "semaphore_release")
         args = [holder_id, self.limit, self._timeout_ms, self._now_arg()]
-        return bool(script(keys=self._release_keys, args=args))
+        return faces.script("semaphore_release", self._release_keys, args, then=bool)
 
     @contextmanager
     def hold(self, *, wait: float = 5.0, reason: str = "") -> Iterator[str]:
@@ -207,9 +230,7 @@ class Semaphore:
         started = self._clock()
         holder_id = self.acquire(wait=wait, reason=reason)
         if holder_id is None:
-            if wait > 0:
-                raise SemaphoreTimeout(self.name, self.limit, self._clock() - started)
-            raise SemaphoreFull(self.name, self.limit)
+            raise self._not_acquired(wait, started)
         try:
             yield holder_id
         except BaseException:
@@ -218,14 +239,40 @@ class Semaphore:
         if not self.release(holder_id):
             raise SemaphoreLost(self.name, holder_id, self.timeout)
 
+    @asynccontextmanager
+    async def ahold(self, *, wait: float = 5.0, reason: str = "") -> AsyncIterator[str]:
+        """The async twin of ``hold``: ``async with semaphore.ahold() as holder_id:``."""
+        started = self._clock()
+        holder_id = await self.aacquire(wait=wait, reason=reason)
+        if holder_id is None:
+            raise self._not_acquired(wait, started)
+        try:
+            yield holder_id
+        except BaseException:
+            await self.arelease(holder_id)
+            raise
+        if not await self.arelease(holder_id):
+            raise SemaphoreLost(self.name, holder_id, self.timeout)
+
+    def _not_acquired(self, wait: float, started: float) -> Exception:
+        if wait > 0:
+            return SemaphoreTimeout(self.name, self.limit, self._clock() - started)
+        return SemaphoreFull(self.name, self.limit)
+
     def holders(self) -> list[Holder]:
         """Return the live permits, oldest first (see the module function ``holders``)."""
-        return holders(self.name, client=self._client, clock=None if self._fair else self._clock)
+        return faces.run(self._holders(), self._client)
 
-    def _try_acquire(self, holder_id: str, reason: str) -> bool:
-        script = lua.script(self._client, "semaphore_acquire")
+    async def aholders(self) -> list[Holder]:
+        """The async twin of ``holders``."""
+        return await faces.arun(self._holders(), self._aclient)
+
+    def _holders(self) -> faces.Op:
+        return _holders(self.name, None if self._fair else self._clock)
+
+    def _try_acquire(self, holder_id: str, reason: str) -> faces.Op:
         args = [holder_id, self.limit, self._timeout_ms, reason, self._now_arg()]
-        return bool(script(keys=self._acquire_keys, args=args))
+        return faces.script("semaphore_acquire", self._acquire_keys, args, then=bool)
 
     def _now_arg(self) -> int | str:
         # Empty: the scripts read the server's clock (TIME) instead.
@@ -242,9 +289,20 @@ class FairSemaphore(Semaphore):
 
     def ticket(self, holder_id: str) -> int | None:
         """Return the permit's ticket (its acquisition number), None once released or swept."""
+        return faces.run(self._ticket(holder_id), self._client)
+
+    async def aticket(self, holder_id: str) -> int | None:
+        """The async twin of ``ticket``."""
+        return await faces.arun(self._ticket(holder_id), self._aclient)
+
+    def _ticket(self, holder_id: str) -> faces.Op:
         holder_id = _check_holder_id(holder_id)
-        score = self._client.zscore(self._keys["owners"], holder_id)
-        return None if score is None else int(score)
+        return faces.command(
+            "zscore",
+            self._keys["owners"],
+            holder_id,
+            then=lambda score: None if score is None else int(score),
+        )
 
 
 def holders(
@@ -256,13 +314,27 @@ def holders(
     a basic Semaphore used across hosts they include the clock difference between the
     acquiring host and the one asking. Reads one consistent snapshot (a Lua script).
     """
+    return faces.run(_holders(name, clock), resolve_client(client))
+
+
+async def aholders(
+    name: str, *, client: Client | None = None, clock: Callable[[], float] | None = None
+) -> list[Holder]:
+    """The async twin of ``holders``."""
+    return await faces.arun(_holders(name, clock), client)
+
+
+def _holders(name: str, clock: Callable[[], float] | None) -> faces.Op:
     name = keys.validate_key_part(name, "semaphore name")
     names = {role: keys.make_key(COMPONENT, name, role) for role in _ROLES}
-    client = resolve_client(client)
-    script = lua.script(client, "semaphore_holders")
-    server_ms, deadlines, info, owners = script(
-        keys=[names["holders"], names["info"], names["owners"]], args=[]
+    holder_keys = [names["holders"], names["info"], names["owners"]]
+    return faces.script(
+        "semaphore_holders", holder_keys, [], then=lambda reply: _live(reply, clock)
     )
+
+
+def _live(reply: list[Any], clock: Callable[[], float] | None) -> list[Holder]:
+    server_ms, deadlines, info, owners = reply
     now_ms = clock() * 1000 if clock is not None else server_ms
     deadlines = [(deadlines[i], float(deadlines[i + 1])) for i in range(0, len(deadlines), 2)]
     info = dict(zip(info[::2], info[1::2], strict=True))

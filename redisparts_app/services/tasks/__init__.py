@@ -8,6 +8,7 @@ a failed registry and quarantine, with at-least-once delivery.
 
     send_sold_email.enqueue(7, "sword", 120, 9)       # on commit inside a transaction
     send_sold_email.enqueue_in(30, 7, "sword", 120, 9)  # due in 30 s
+    await send_sold_email.aenqueue(7, "sword", 120, 9)  # on asyncio: pushed at once
 
 Run ``manage.py rp_worker email default`` (queues in priority order; ``--concurrency``,
 ``--pool``, ``--time-limit``) and ``manage.py rp_scheduler``. ``TaskQueue`` (queue.py)
@@ -28,6 +29,7 @@ __all__ = [
     "TaskInfo",
     "TaskQueue",
     "Worker",
+    "aenqueue",
     "enqueue",
     "get_task",
     "queue_groups",
@@ -39,3 +41,10 @@ __all__ = [
 def enqueue(name: str, *, group: str | None = None, client: Any = None, **options: Any) -> str:
     """Enqueue a run of the task ``name`` in ``group``; ``options`` as ``TaskQueue.enqueue``."""
     return TaskQueue(group, client=client).enqueue(name, **options)
+
+
+async def aenqueue(
+    name: str, *, group: str | None = None, client: Any = None, **options: Any
+) -> str:
+    """The async twin of ``enqueue`` (``TaskQueue.aenqueue``: pushed at once)."""
+    return await TaskQueue(group, client=client).aenqueue(name, **options)

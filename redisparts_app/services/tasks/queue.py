@@ -30,7 +30,7 @@ from typing import Any
 
 from django.db import transaction
 
-from ... import lua
+from ... import faces, lua
 from ...conf import app_settings
 from ...connection import get_redis, on_slot
 from ...exceptions import InvalidTask, TaskNotFound, TaskNotReplicated
@@ -175,14 +175,29 @@ def _claim_keys(prefix: str, group: str, queues: tuple[str, ...]) -> tuple[str, 
     return tuple(keys)
 
 
+@dataclass(frozen=True)
+class PreparedPush:
+    """An enqueue checked and built, ready to send on either face: the script's KEYS and
+    ARGV, and (replicas, timeout in seconds) when the push waits for replicas."""
+
+    task_id: str
+    keys: list[str]
+    argv: list[Any]
+    replicas: tuple[int, float] | None
+
+
 class TaskQueue:
-    """The named queues of one group (hash tag); ``group`` defaults to QUEUE_GROUP."""
+    """The named queues of one group (hash tag); ``group`` defaults to QUEUE_GROUP.
+
+    ``client``: a client or cluster client, or a redis.asyncio one for ``aenqueue``
+    (``faces.clients``).
+    """
 
     def __init__(self, group: str | None = None, *, client: Any = None) -> None:
         self.group = validate_key_part(
             group if group is not None else app_settings.QUEUE_GROUP, "queue group"
         )
-        self.client = client if client is not None else get_redis()
+        self.client, self.aclient = faces.clients(client)
 
     # -- keys -------------------------------------------------------------------
 
@@ -239,6 +254,31 @@ class TaskQueue:
             on_commit, using, task_id, wait_replicas, wait_timeout, kind="task", front=False,
         )  # fmt: skip
 
+    async def aenqueue(
+        self,
+        name: str,
+        *,
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+        queue: str = "default",
+        delay: float = 0.0,
+        max_retries: int | None = None,
+        dedup_key: str | None = None,
+        dedup_ttl: float | None = None,
+        task_id: str | None = None,
+        wait_replicas: int | None = None,
+        wait_timeout: float | None = None,
+    ) -> str:
+        """The async twin of ``enqueue``, on this queue's redis.asyncio client (the one
+        given as ``client``, else ``get_async_redis()``): the same checks, record and
+        script. It pushes at once: no database transaction spans an ``await`` (Django runs
+        them in its sync thread), so there is no ``on_commit``."""
+        prepared = self._prepare(
+            name, args, kwargs, queue, delay, max_retries, dedup_key, dedup_ttl,
+            task_id, wait_replicas, wait_timeout, kind="task", front=False,
+        )  # fmt: skip
+        return await faces.arun(self._push(prepared), self.aclient)
+
     def _enqueue(
         self,
         name: str,
@@ -260,6 +300,38 @@ class TaskQueue:
     ) -> str:
         """``enqueue`` with the record's ``kind`` (the Tasks backend's runs are "django"),
         and ``front``: a ready task goes to the head of its queue (a higher priority)."""
+        prepared = self._prepare(
+            name, args, kwargs, queue, delay, max_retries, dedup_key, dedup_ttl,
+            task_id, wait_replicas, wait_timeout, kind=kind, front=front,
+        )  # fmt: skip
+
+        def push() -> str:
+            return faces.run(self._push(prepared), self.client)
+
+        if on_commit and transaction.get_connection(using).in_atomic_block:
+            transaction.on_commit(push, using=using)
+            return prepared.task_id
+        return push()
+
+    def _prepare(
+        self,
+        name: str,
+        args: Sequence[Any],
+        kwargs: dict[str, Any] | None,
+        queue: str,
+        delay: float,
+        max_retries: int | None,
+        dedup_key: str | None,
+        dedup_ttl: float | None,
+        task_id: str | None,
+        wait_replicas: int | None,
+        wait_timeout: float | None,
+        *,
+        kind: str,
+        front: bool,
+    ) -> "PreparedPush":
+        """Check every argument of an enqueue and build its record and script call (both
+        faces): InvalidTask / InvalidKeyPart before anything is sent."""
         name, queue, arguments = self._checked(name, args, kwargs, queue)
         delay = max(0.0, validate_seconds(delay, "delay", allow_negative=True))
         max_retries = default_max_retries() if max_retries is None else max_retries
@@ -307,33 +379,28 @@ class TaskQueue:
         argv = [task_id, body, queue, int(delay * 1000), max(1, int(ttl * 1000)), WAKE_CAP]
         if front:
             argv.append(1)
+        # The timeout was checked above whenever replicas are awaited.
+        replicas = (wait_replicas, wait_timeout) if wait_replicas and wait_timeout else None
+        return PreparedPush(task_id, keys, argv, replicas)
 
-        def push() -> str:
-            if wait_replicas and wait_timeout is not None:  # the timeout was checked above
-                holder = self._push_replicated(keys, argv, wait_replicas, wait_timeout)
-            else:
-                _stored, holder = lua.script(self.client, "queue_enqueue")(keys=keys, args=argv)
-            registry.note(COMPONENT, self.group, client=self.client)  # once the group exists
-            return holder.decode() if isinstance(holder, bytes) else str(holder)
-
-        if on_commit and transaction.get_connection(using).in_atomic_block:
-            transaction.on_commit(push, using=using)
-            return task_id
-        return push()
-
-    def _push_replicated(
-        self, keys: list[str], argv: list[Any], replicas: int, timeout: float
-    ) -> bytes:
-        # WAIT counts replica acknowledgements of its own connection's writes, so the
-        # script and WAIT share one pipeline; on a cluster, that of the group's node.
-        with on_slot(self.client, keys[0]) as server:
-            pipe = server.pipeline(transaction=False)
-            lua.script(server, "queue_enqueue")(keys=keys, args=argv, client=pipe)
-            pipe.execute_command("WAIT", replicas, max(1, int(timeout * 1000)))
-            (_stored, holder), acknowledged = pipe.execute()
-        if acknowledged < replicas:
-            raise TaskNotReplicated(argv[0], acknowledged, replicas, timeout)
-        return holder
+    def _push(self, prepared: "PreparedPush") -> faces.Steps[str]:
+        """The core of a push: the enqueue script (with WAIT when replicas are awaited),
+        then the group's registry note; return the id of the task holding the place."""
+        script = faces.script("queue_enqueue", prepared.keys, prepared.argv)
+        if prepared.replicas is None:
+            _stored, holder = yield script
+        else:
+            # WAIT counts replica acknowledgements of its own connection's writes, so the
+            # script and WAIT share one pipeline; on a cluster, that of the group's node.
+            replicas, timeout = prepared.replicas
+            wait = faces.command("execute_command", "WAIT", replicas, max(1, int(timeout * 1000)))
+            (_stored, holder), acknowledged = yield faces.pipeline(
+                [script, wait], key=prepared.keys[0]
+            )
+            if acknowledged < replicas:
+                raise TaskNotReplicated(prepared.task_id, acknowledged, replicas, timeout)
+        yield from registry.noting(COMPONENT, self.group)  # once the group exists
+        return holder.decode() if isinstance(holder, bytes) else str(holder)
 
     def validate(
         self, name: str, args: Any, kwargs: Any, queue: str

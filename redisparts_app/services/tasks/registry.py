@@ -45,6 +45,28 @@ class Task:
         """Enqueue a run due ``delay`` seconds from now (Redis server time)."""
         return self.enqueue_with(args=args, kwargs=kwargs, delay=delay)
 
+    async def aenqueue(self, *args: Any, **kwargs: Any) -> str:
+        """The async twin of ``enqueue`` (``TaskQueue.aenqueue``: pushed at once)."""
+        return await self.aenqueue_with(args=args, kwargs=kwargs)
+
+    async def aenqueue_in(self, delay: float, *args: Any, **kwargs: Any) -> str:
+        """The async twin of ``enqueue_in``."""
+        return await self.aenqueue_with(args=args, kwargs=kwargs, delay=delay)
+
+    async def aenqueue_with(
+        self, *, args: Any = (), kwargs: dict[str, Any] | None = None, **options: Any
+    ) -> str:
+        """The async twin of ``enqueue_with`` (``client``: a redis.asyncio client)."""
+        client = options.pop("client", None)
+        return await TaskQueue(self.group, client=client).aenqueue(
+            self.name,
+            args=args,
+            kwargs=kwargs,
+            queue=self.queue,
+            max_retries=self.max_retries,
+            **options,
+        )
+
     def enqueue_with(
         self, *, args: Any = (), kwargs: dict[str, Any] | None = None, **options: Any
     ) -> str:

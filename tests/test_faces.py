@@ -1,0 +1,271 @@
+"""The async face's plumbing: get_async_redis() per event loop from every connection shape
+(CACHE, URL, SENTINELS, CLUSTER), services given an async client, a lock held by many
+coroutines at once, and a core left midway by a cancelled task."""
+
+import asyncio
+import itertools
+
+import pytest
+import redis.asyncio
+from django.test import override_settings
+
+from redisparts_app import faces
+from redisparts_app.connection import (
+    aclose_async_clients,
+    get_async_redis,
+    get_redis,
+    resolve_async_client,
+)
+from redisparts_app.multiplexed import MultiplexedRedis
+from redisparts_app.services.locks import Lock
+from redisparts_app.services.mail import Mailbox
+from redisparts_app.testing import SentinelSetup
+
+
+def run(coroutine):
+    """Run ``coroutine`` in a new event loop, closing that loop's async clients after it."""
+
+    async def main():
+        try:
+            return await coroutine
+        finally:
+            await aclose_async_clients()
+
+    return asyncio.run(main())
+
+
+def test_one_async_client_per_event_loop_and_alias(redis_client):
+    async def clients():
+        first = get_async_redis()
+        assert get_async_redis("default") is first
+        await first.set("face", "async")
+        return first
+
+    one, other = run(clients()), run(clients())
+    assert one is not other  # a connection belongs to the loop that opened it
+    assert isinstance(one, redis.asyncio.Redis)
+    assert redis_client.get("face") == b"async"
+
+
+def test_outside_an_event_loop_there_is_no_async_client():
+    with pytest.raises(RuntimeError, match="no running event loop"):
+        get_async_redis()
+
+
+def test_a_sync_client_is_refused_by_the_async_face(redis_client):
+    with pytest.raises(TypeError, match=r"redis\.asyncio client"):
+        resolve_async_client(redis_client)
+    box = Mailbox("bob", client=redis_client)  # a sync client: the async face uses its own
+    assert run(box.asend("ann", "s", "b")) == 1
+    assert box.fetch().total == 1
+
+
+@pytest.mark.parametrize("unix_socket", [False, True], ids=["tcp", "unix"])
+def test_a_url_entry_gives_an_async_client_of_its_server(redis_server_factory, unix_socket):
+    server = redis_server_factory(unix_socket=unix_socket)
+    connections = {"default": {"CACHE": "default"}, "extra": {"URL": server.url}}
+
+    async def write():
+        await get_async_redis("extra").set("where", "extra")
+
+    with override_settings(REDISPARTS={"CONNECTIONS": connections}):
+        run(write())
+    assert server.client().get("where") == b"extra"
+    assert get_redis().get("where") is None
+
+
+def test_a_service_given_an_async_client_uses_it(redis_server_factory, redis_client):
+    server = redis_server_factory()
+
+    async def send():
+        async with redis.asyncio.Redis.from_url(server.url) as client:
+            box = Mailbox("bob", client=client)
+            assert box.aclient is client
+            return await box.asend("ann", "subject", "body")
+
+    assert run(send()) == 1
+    assert Mailbox("bob", client=server.client()).unread_count() == 1
+    assert redis_client.dbsize() == 0  # not the default server
+
+
+@pytest.mark.slow
+def test_a_sentinels_entry_gives_an_async_client_of_the_master(tmp_path):
+    with SentinelSetup(tmp_path / "sentinel", replicas=1, sentinels=3) as setup:
+        connections = {
+            "default": {"SENTINELS": setup.sentinel_addresses, "SERVICE_NAME": setup.service_name}
+        }
+        with override_settings(REDISPARTS={"CONNECTIONS": connections}):
+            assert run(Mailbox("bob").asend("ann", "via", "sentinels")) == 1
+        assert setup.master.client().exists("rp:mail:{bob}:box") == 1
+
+
+# Coroutines holding the lock in turn (redis-py 8.1's async cluster client loses a
+# connection's writer when more than about ten of them block on one node at once).
+COROUTINES = 10
+
+
+async def _increment_under_lock(client, rounds: int, log: list) -> None:
+    for _ in range(rounds):
+        async with Lock("counter", ttl=5, timeout=30) as lock:
+            value = int(await client.get("counter") or 0)  # read-modify-write
+            await asyncio.sleep(0)  # let every other coroutine run in between
+            await client.set("counter", value + 1)
+            log.append(lock.fence)
+
+
+@pytest.mark.cluster
+def test_coroutines_share_a_lock_without_blocking_the_loop(redis_client):
+    """10 coroutines of one loop: no increment lost, fences strictly increasing, and the
+    loop keeps running other work while they wait (BLPOP of one waiter per connection)."""
+    fences: list[int] = []
+    ticks = []
+
+    async def ticker(stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            ticks.append(1)
+            await asyncio.sleep(0.005)
+
+    async def main():
+        client = get_async_redis()
+        stop = asyncio.Event()
+        beat = asyncio.create_task(ticker(stop))
+        await asyncio.gather(
+            *(_increment_under_lock(client, 10, fences) for _ in range(COROUTINES))
+        )
+        stop.set()
+        await beat
+
+    run(main())
+    assert int(redis_client.get("counter")) == 100
+    # Strictly increasing (a fence drawn by an attempt whose reply was lost leaves a gap).
+    assert len(fences) == 100
+    assert all(a < b for a, b in itertools.pairwise(fences))
+    assert len(ticks) > 5
+
+
+def test_a_cancelled_call_leaves_its_core_closed(redis_client):
+    closed = []
+
+    def core():
+        try:
+            yield faces.command("blpop", ["nothing"], timeout=5)
+        finally:
+            closed.append(True)
+
+    async def main():
+        call = asyncio.create_task(faces.arun(core()))
+        await asyncio.sleep(0.1)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    run(main())
+    assert closed == [True]
+
+
+# -- MultiplexedRedis: the async client of a single server ----------------------------------
+
+
+def test_concurrent_calls_share_one_connection_and_get_their_own_replies(redis_url):
+    async def main():
+        assert isinstance(get_async_redis(), MultiplexedRedis)
+        # RESP2 named: redis-py 8 speaks RESP3 by default, which keeps redis-py's own path.
+        pool = redis.asyncio.BlockingConnectionPool.from_url(redis_url, protocol=2)
+        client = MultiplexedRedis(connection_pool=pool)
+        await asyncio.gather(*(client.set(f"k{n}", n) for n in range(300)))
+        values = await asyncio.gather(*(client.get(f"k{n}") for n in range(300)))
+        counts = await asyncio.gather(*(client.incr("counter") for _ in range(300)))
+        await client.client_list()  # redis-py's path: a connection of the pool
+        pooled = len(pool._available_connections) + len(pool._in_use_connections)
+        await client.aclose()
+        return values, counts, pooled
+
+    values, counts, pooled = run(main())
+    assert values == [str(n).encode() for n in range(300)]
+    assert sorted(counts) == list(range(1, 301))
+    assert pooled == 1  # only CLIENT LIST took one; the 900 calls went on the shared link
+
+
+def test_a_cancelled_caller_leaves_the_replies_of_the_others_in_step(redis_client):
+    async def main():
+        client = get_async_redis()
+        await asyncio.gather(*(client.set(f"k{n}", n) for n in range(50)))
+        calls = [asyncio.create_task(client.get(f"k{n}")) for n in range(50)]
+        for call in calls[::3]:
+            call.cancel()
+        done = await asyncio.gather(*calls, return_exceptions=True)
+        return done, await client.get("k7")
+
+    done, again = run(main())
+    for n, reply in enumerate(done):
+        assert isinstance(reply, asyncio.CancelledError) if n % 3 == 0 else reply == str(n).encode()
+    assert again == b"7"
+
+
+def test_errors_come_back_as_redis_py_exceptions_and_a_killed_connection_reopens(redis_client):
+    async def main():
+        client = get_async_redis()
+        await client.set("text", "x")
+        with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE"):
+            await client.lpush("text", "y")
+        assert await client.get("text") == b"x"  # the connection is still in step
+        killed = redis_client.client_kill_filter(_type="normal", skipme=True)
+        assert killed >= 1
+        failed = None
+        for _ in range(100):  # the reset arrives with the next read
+            try:
+                await client.get("text")
+            except redis.exceptions.ConnectionError as exc:
+                failed = exc
+                break
+            await asyncio.sleep(0.01)
+        assert failed is not None
+        return await client.get("text")
+
+    assert run(main()) == b"x"
+
+
+def test_a_url_with_a_database_and_a_password_is_followed(redis_server_factory):
+    server = redis_server_factory()
+    server.client().config_set("requirepass", "s3cret")
+    url = server.url.replace("redis://", "redis://:s3cret@").rsplit("/", 1)[0] + "/3"
+    connections = {"default": {"CACHE": "default"}, "extra": {"URL": url}}
+
+    async def write():
+        client = get_async_redis("extra")
+        await client.set("where", "db3")
+        await client.execute_command("CLIENT SETNAME", "not-shared")  # redis-py's path
+        return await client.get("where")
+
+    with override_settings(REDISPARTS={"CONNECTIONS": connections}):
+        assert run(write()) == b"db3"
+    admin = redis.Redis(host=server.host, port=server.port, password="s3cret", db=3)
+    assert admin.get("where") == b"db3"
+
+
+@pytest.mark.cluster
+def test_transactions_on_the_shared_connection_stay_whole(redis_client):
+    """MULTI, the commands and EXEC leave in one write: 100 transactions and 100 plain
+    commands at once, and every transaction's two writes are seen together."""
+    from redisparts_app.connection import atransaction
+
+    def queue(n):
+        return lambda pipe: pipe.incr("{t}:a").incr("{t}:b")
+
+    async def main():
+        client = get_async_redis()
+        snapshots = []
+
+        async def reader():
+            for _ in range(100):
+                pair = await atransaction(client, "{t}:a", lambda pipe: pipe.mget("{t}:a", "{t}:b"))
+                snapshots.append(pair[0])
+
+        await asyncio.gather(
+            *(atransaction(client, "{t}:a", queue(n)) for n in range(100)), reader()
+        )
+        return snapshots
+
+    snapshots = run(main())
+    assert all(a == b for a, b in snapshots)
+    assert redis_client.get("{t}:a") == redis_client.get("{t}:b") == b"100"
