@@ -47,19 +47,37 @@ which costs every fetch a write). Creating a chat writes the chat, then the
 members' ``seen`` entries: a crash in between leaves members who see the chat
 only after joining it again.
 
+Push, for pages that show a chat as it happens: the send script also appends the
+message to the chat's push stream, ``rp:chat:{<chat>}:push``, whose entry ids are
+the message ids (``<id>-0``) and which keeps at least the last ``CHAT_PUSH_LENGTH``
+messages. ``read_pushed`` (and ``aread_pushed`` on asyncio) waits with a blocking
+XREAD for the messages after the last one a page shows, without moving the member's
+position; a page reconnecting with its last id misses and repeats nothing, and one
+further behind than the stream reaches gets ``ChatPushGap`` (read the chat again).
+In one process, the asyncio readers of a chat waiting from the same id share one
+XREAD, so a thousand open pages of a chat hold one Redis connection, not a thousand.
+
 Times are Unix seconds (float) from the injectable ``clock``. Message text is
 limited by ``CHAT_MAX_MESSAGE_LENGTH`` characters; one fetch takes at most
 ``CHAT_FETCH_LIMIT`` messages per chat (the rest come with the next fetch).
 """
 
+import asyncio
 import itertools
 import json
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.connection
+import redis.asyncio.sentinel
+from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
+from redis.sentinel import SentinelConnectionPool
 
 from .. import lua
 from ..conf import app_settings, positive_int_setting
@@ -70,17 +88,25 @@ from ..connection import (
     by_slot,
     on_slot,
     resolve_client,
+    slot_client,
     while_resharding,
 )
-from ..exceptions import ChatExists, ChatNotFound, InvalidArgumentType, NotChatMember
+from ..exceptions import (
+    ChatExists,
+    ChatNotFound,
+    ChatPushGap,
+    InvalidArgumentType,
+    NotChatMember,
+)
 from ..keys import make_key, validate_key_part
-from ..validation import check_count
+from ..validation import check_count, check_int
 from . import registry
 from .mail import validate_message_id, validate_text
 
 __all__ = [
     "ChatMessage",
     "ChatSummary",
+    "aread_pushed",
     "chat_keys",
     "chat_members",
     "chat_summaries",
@@ -91,6 +117,7 @@ __all__ = [
     "leave_chat",
     "read_history",
     "read_messages",
+    "read_pushed",
     "seen_key",
     "send_message",
     "unread_counts",
@@ -99,7 +126,7 @@ __all__ = [
 
 COMPONENT = "chat"
 NOT_MEMBER, NO_CHAT = -1, -2
-ROLES = ("members", "msgs", "ids", "history", "joined")
+ROLES = ("members", "msgs", "ids", "history", "joined", "push")
 
 
 @dataclass(frozen=True)
@@ -123,7 +150,7 @@ class ChatSummary:
 
 def chat_keys(chat_id: str) -> dict[str, str]:
     """Return the keys of one (validated) chat id by role: members, msgs, ids, history,
-    joined."""
+    joined, push."""
     return {role: make_key(COMPONENT, chat_id, role) for role in ROLES}
 
 
@@ -132,7 +159,7 @@ def _keys(chat_id: str, *roles: str) -> list[str]:
     return [names[role] for role in roles]
 
 
-_SEND_KEYS = ("members", "msgs", "ids", "history")
+_SEND_KEYS = ("members", "msgs", "ids", "history", "push")
 _READ_KEYS = ("members", "msgs", "history", "joined")
 
 
@@ -174,13 +201,13 @@ def create_chat(
         )
     members = sorted({sender, *(validate_key_part(r, "recipient") for r in recipients)})
     encoded = _encode(sender, message, clock)
-    history = _history_args()
+    send_args = _send_args()
     if chat_id is None:
         chat_id = str(client.incr(make_key("chat_ids", "chat_ids", "next")))
     else:
         chat_id = validate_key_part(chat_id, "chat")
     created = lua.script(client, "chat_send")(
-        keys=_keys(chat_id, *_SEND_KEYS), args=[sender, encoded, *history, *members]
+        keys=_keys(chat_id, *_SEND_KEYS), args=[sender, encoded, *send_args, *members]
     )
     if not created:
         raise ChatExists(chat_id)
@@ -202,14 +229,15 @@ def send_message(
 ) -> int:
     """Post ``text`` in a chat as ``sender`` (a member); return the message id.
 
-    The message enters the history in the same script, which trims the history.
+    The message enters the history and the push stream in the same script, which
+    trims both.
     """
     client = resolve_client(client)
     chat_id = validate_key_part(chat_id, "chat")
     sender = validate_key_part(sender, "sender")
     encoded = _encode(sender, text, clock)
     result = lua.script(client, "chat_send")(
-        keys=_keys(chat_id, *_SEND_KEYS), args=[sender, encoded, *_history_args()]
+        keys=_keys(chat_id, *_SEND_KEYS), args=[sender, encoded, *_send_args()]
     )
     _raise_for(result, chat_id, sender)
     return int(result)
@@ -391,6 +419,211 @@ def user_chats(user: str, *, client: Client | None = None) -> list[str]:
     return [chat.decode() for chat in client.zrange(seen_key(user), 0, -1)]
 
 
+# Push --------------------------------------------------------------------------------------
+
+# Longest wait of one read: a page's stream sends a keep-alive between reads anyway.
+MAX_BLOCK_MS = 60_000
+
+
+def read_pushed(
+    chat_id: str,
+    member: str,
+    last_id: int = 0,
+    block_ms: int = 0,
+    *,
+    client: Client | None = None,
+) -> list[ChatMessage]:
+    """Return the messages after id ``last_id`` from the chat's push stream, oldest first.
+
+    When there is none, wait up to ``block_ms`` milliseconds (0: not at all) for the
+    next and return [] if none came. Does not move ``member``'s position. Raise
+    ChatNotFound or NotChatMember before waiting, and ChatPushGap when messages after
+    ``last_id`` have left the stream. A member who joined a running chat gets nothing
+    from before. Keys: rp:chat:{<chat>}:members, joined, push.
+    """
+    client = resolve_client(client)
+    chat_id, member, last_id, block_ms = _push_args(chat_id, member, last_id, block_ms)
+    key, after, entries = _push_catch_up(client, chat_id, member, last_id)
+    if not entries and block_ms:
+        server = slot_client(client, key)  # XREAD's keys move: no COMMAND GETKEYS
+        entries = _stream_entries(server.execute_command(*_xread_args(key, after, block_ms)))
+    return _pushed(chat_id, after, entries)
+
+
+async def aread_pushed(
+    chat_id: str,
+    member: str,
+    last_id: int = 0,
+    block_ms: int = 0,
+    *,
+    client: Any = None,
+) -> list[ChatMessage]:
+    """read_pushed() on asyncio: ``client`` is a redis.asyncio client (default: one
+    built per event loop from get_redis()'s settings, with no socket timeout, since the
+    read blocks). The readers of one chat in this process waiting from the same id share
+    one XREAD."""
+    if client is None:
+        client = _async_client(resolve_client(None))
+    chat_id, member, last_id, block_ms = _push_args(chat_id, member, last_id, block_ms)
+    names = chat_keys(chat_id)
+    pipe = client.pipeline(transaction=False)
+    _queue_catch_up(pipe, names, member, last_id)
+    key, after, entries = _caught_up(await pipe.execute(), names, chat_id, member, last_id)
+    if not entries and block_ms:
+        entries = await _shared_xread(client, key, after, block_ms)
+    return _pushed(chat_id, after, entries)
+
+
+def _push_args(chat_id: str, member: str, last_id: int, block_ms: int) -> tuple[str, str, int, int]:
+    return (
+        validate_key_part(chat_id, "chat"),
+        validate_key_part(member, "member"),
+        check_int(last_id, "last_id", minimum=0),
+        check_int(block_ms, "block_ms", minimum=0, maximum=MAX_BLOCK_MS),
+    )
+
+
+def _queue_catch_up(pipe: Any, names: dict[str, str], member: str, last_id: int) -> None:
+    # Membership, the join point, and what the stream holds after last_id: one round trip.
+    # XRANGE rather than XREAD: its key has a fixed place (no COMMAND GETKEYS on a cluster).
+    pipe.zscore(names["members"], member)
+    pipe.exists(names["members"])
+    pipe.hget(names["joined"], member)
+    pipe.xrange(names["push"], f"({last_id}-0", "+", count=_fetch_limit())
+
+
+def _push_catch_up(
+    client: Client, chat_id: str, member: str, last_id: int
+) -> tuple[str, int, list[Any]]:
+    names = chat_keys(chat_id)
+    pipe = client.pipeline(transaction=False)
+    _queue_catch_up(pipe, names, member, last_id)
+    return _caught_up(pipe.execute(), names, chat_id, member, last_id)
+
+
+def _caught_up(
+    replies: list[Any], names: dict[str, str], chat_id: str, member: str, last_id: int
+) -> tuple[str, int, list[Any]]:
+    """The stream key, the id to read after (the join point for an earlier one) and the
+    entries held after it."""
+    position, exists, joined, entries = replies
+    if position is None:
+        _raise_for(NOT_MEMBER if exists else NO_CHAT, chat_id, member)
+    after = max(last_id, int(joined or 0))
+    if after > last_id:  # the member joined later: the entries up to the join are not theirs
+        entries = [entry for entry in entries if _entry_id(entry[0]) > after]
+    return names["push"], after, entries
+
+
+def _xread_args(key: str, after: int, block_ms: int) -> list[Any]:
+    return ["XREAD", "COUNT", _fetch_limit(), "BLOCK", block_ms, "STREAMS", key, f"{after}-0"]
+
+
+def _entry_id(raw: bytes | str) -> int:
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    return int(text.partition("-")[0])
+
+
+def _stream_entries(reply: Any) -> list[Any]:
+    # XREAD of one stream: RESP2 [[key, entries]], RESP3 {key: entries}; None on timeout.
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        return list(next(iter(reply.values())))
+    return list(reply[0][1])
+
+
+def _pushed(chat_id: str, after: int, entries: list[Any]) -> list[ChatMessage]:
+    if not entries:
+        return []
+    first = _entry_id(entries[0][0])
+    if first != after + 1:  # ids are contiguous: the trimming took the ones between
+        raise ChatPushGap(chat_id, after, first)
+    return _decode([fields[b"m"] for _, fields in entries])
+
+
+# Asyncio clients, per event loop (a redis.asyncio connection belongs to the loop that
+# opened it), each beside the sync client it was built from.
+_async_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[tuple[Any, Any]]]"
+_async_clients = weakref.WeakKeyDictionary()
+# XREADs under way: (asyncio client id, stream key, after, block ms) -> their task.
+_xreads: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, asyncio.Task]]"
+_xreads = weakref.WeakKeyDictionary()
+
+
+def _async_client(client: Client) -> Any:
+    """The asyncio twin of the sync ``client`` for the running loop, built once."""
+    twins = _async_clients.setdefault(asyncio.get_running_loop(), [])
+    for sync, twin in twins:
+        if sync is client:
+            return twin
+    twin = _build_async_client(client)
+    twins.append((client, twin))
+    return twin
+
+
+# Connection settings a twin does not take: the socket timeout (its reads block longer)
+# and redis-py's sync-only classes (the asyncio client picks its own parser, hiredis
+# when installed).
+_SYNC_ONLY = ("socket_timeout", "retry", "redis_connect_func", "connection_pool", "parser_class")
+
+
+def _build_async_client(client: Client) -> Any:
+    if isinstance(client, RedisCluster):
+        manager = client.nodes_manager
+        options = {k: v for k, v in manager.connection_kwargs.items() if k in _CLUSTER_OPTIONS}
+        nodes = [
+            redis.asyncio.cluster.ClusterNode(node.host, node.port)
+            for node in manager.startup_nodes.values()
+        ]
+        # redis-py 5.2 declares connection_pool abstract on its cluster clients.
+        return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **options)  # type: ignore[abstract]
+    pool = client.connection_pool
+    options = {k: v for k, v in pool.connection_kwargs.items() if k not in _SYNC_ONLY}
+    if isinstance(pool, SentinelConnectionPool):
+        manager = pool.sentinel_manager
+        sentinels = [
+            (
+                s.connection_pool.connection_kwargs["host"],
+                s.connection_pool.connection_kwargs["port"],
+            )
+            for s in manager.sentinels
+        ]
+        sentinel = redis.asyncio.sentinel.Sentinel(
+            sentinels, sentinel_kwargs=manager.sentinel_kwargs, **options
+        )
+        return sentinel.master_for(pool.service_name)
+    kind = getattr(redis.asyncio.connection, pool.connection_class.__name__)
+    return redis.asyncio.Redis(
+        connection_pool=redis.asyncio.ConnectionPool(connection_class=kind, **options)
+    )
+
+
+_CLUSTER_OPTIONS = ("username", "password", "protocol", "ssl", "socket_connect_timeout")
+
+
+async def _shared_xread(client: Any, key: str, after: int, block_ms: int) -> list[Any]:
+    """One blocking XREAD per stream, id and wait for all the readers of this loop.
+
+    Shielded: a reader that goes away (its page closed) does not cancel the others'.
+    """
+    running = _xreads.setdefault(asyncio.get_running_loop(), {})
+    task_key = (id(client), key, after, block_ms)
+    task = running.get(task_key)
+    if task is None:
+        task = running[task_key] = asyncio.ensure_future(_xread(client, key, after, block_ms))
+        task.add_done_callback(lambda _: running.pop(task_key, None))
+    return _stream_entries(await asyncio.shield(task))
+
+
+async def _xread(client: Any, key: str, after: int, block_ms: int) -> Any:
+    args = _xread_args(key, after, block_ms)
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        await client.initialize()  # XREAD's keys move: name the node, no COMMAND GETKEYS
+        return await client.execute_command(*args, target_nodes=client.get_node_from_key(key))
+    return await client.execute_command(*args)
+
+
 def _encode(sender: str, text: str, clock: Callable[[], float]) -> str:
     text = validate_text(text, "message", app_settings.CHAT_MAX_MESSAGE_LENGTH)
     fields = {"sender": sender, "ts": clock(), "text": text}
@@ -425,10 +658,12 @@ def _fetch_limit() -> int:
     return positive_int_setting("CHAT_FETCH_LIMIT")
 
 
-def _history_args() -> list[int]:
-    # The send script's history arguments: messages kept, seconds each is kept.
+def _send_args() -> list[int]:
+    # The send script's settings: history messages kept, seconds each is kept, push
+    # stream entries kept.
     length = positive_int_setting("CHAT_HISTORY_LENGTH", zero=True)
-    return [length, positive_int_setting("CHAT_HISTORY_DAYS", zero=True) * 86400]
+    days = positive_int_setting("CHAT_HISTORY_DAYS", zero=True)
+    return [length, days * 86400, positive_int_setting("CHAT_PUSH_LENGTH")]
 
 
 def _raise_for(code: int, chat_id: str, user: str) -> None:
