@@ -65,7 +65,7 @@ class Demo:
 
     def children(self) -> dict[str, psutil.Process]:
         """The runner's direct children by role: web, worker, scheduler, cleaner."""
-        roles = {"runserver": "web", "rp_worker": "worker", "rp_scheduler": "scheduler"}
+        roles = {"uvicorn": "web", "rp_worker": "worker", "rp_scheduler": "scheduler"}
         roles["rp_clean_counters"] = "cleaner"
         found = {}
         for child in self.runner.children():
