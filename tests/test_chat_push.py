@@ -198,11 +198,19 @@ def test_async_readers_of_a_chat_share_one_blocking_read(redis_client):
             if sum(not r.done() for r in readers) == 200 and _blocked(server) == 1:
                 break
         assert _blocked(server) == 1
+        server.config_resetstat()
         await asyncio.to_thread(send_message, chat, "ann", "to all")
-        return await asyncio.gather(*readers)
+        woken = await asyncio.gather(*readers)
+        # Asking again in one turn of the loop: one membership and catch-up read for all.
+        again = await asyncio.gather(*(aread_pushed(chat, f"m{n}", 1) for n in range(200)))
+        return woken, again
 
-    results = asyncio.run(scenario())
-    assert all([(m.id, m.text) for m in got] == [(2, "to all")] for got in results)
+    woken, again = asyncio.run(scenario())
+    assert all([(m.id, m.text) for m in got] == [(2, "to all")] for got in woken)
+    assert all([m.id for m in got] == [2] for got in again)
+    calls = server.info("commandstats")
+    assert calls["cmdstat_zmscore"]["calls"] == 1
+    assert calls["cmdstat_xrange"]["calls"] == 1
 
 
 def _blocked(server) -> int:

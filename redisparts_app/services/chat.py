@@ -67,7 +67,7 @@ import itertools
 import json
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -443,11 +443,22 @@ def read_pushed(
     """
     client = resolve_client(client)
     chat_id, member, last_id, block_ms = _push_args(chat_id, member, last_id, block_ms)
-    key, after, entries = _push_catch_up(client, chat_id, member, last_id)
-    if not entries and block_ms:
-        server = slot_client(client, key)  # XREAD's keys move: no COMMAND GETKEYS
-        entries = _stream_entries(server.execute_command(*_xread_args(key, after, block_ms)))
-    return _pushed(chat_id, after, entries)
+    names = chat_keys(chat_id)
+    # Membership, the join point and what the stream holds after last_id: one round trip.
+    pipe = client.pipeline(transaction=False)
+    pipe.zscore(names["members"], member)
+    pipe.exists(names["members"])
+    pipe.hget(names["joined"], member)
+    _queue_xrange(pipe, names["push"], last_id)
+    position, exists, joined, entries = pipe.execute()
+    after, messages = _caught_up(
+        chat_id, member, last_id, position, exists, joined, _messages(entries)
+    )
+    if not messages and block_ms:
+        server = slot_client(client, names["push"])  # XREAD's keys move: no COMMAND GETKEYS
+        reply = server.execute_command(*_xread_args(names["push"], after, block_ms))
+        messages = _messages(_stream_entries(reply))
+    return _pushed(chat_id, after, messages)
 
 
 async def aread_pushed(
@@ -460,18 +471,22 @@ async def aread_pushed(
 ) -> list[ChatMessage]:
     """read_pushed() on asyncio: ``client`` is a redis.asyncio client (default: one
     built per event loop from get_redis()'s settings, with no socket timeout, since the
-    read blocks). The readers of one chat in this process waiting from the same id share
-    one XREAD."""
+    read blocks).
+
+    The readers of one chat in this process asking from the same id share the round
+    trips: one membership and catch-up read for all that ask in the same turn of the
+    event loop, and one blocking XREAD, so a message wakes a thousand readers with one
+    reply, and they wait again with one more round trip.
+    """
     if client is None:
         client = _async_client(resolve_client(None))
     chat_id, member, last_id, block_ms = _push_args(chat_id, member, last_id, block_ms)
-    names = chat_keys(chat_id)
-    pipe = client.pipeline(transaction=False)
-    _queue_catch_up(pipe, names, member, last_id)
-    key, after, entries = _caught_up(await pipe.execute(), names, chat_id, member, last_id)
-    if not entries and block_ms:
-        entries = await _shared_xread(client, key, after, block_ms)
-    return _pushed(chat_id, after, entries)
+    keys = _keys(chat_id, "members", "joined", "push")
+    position, exists, joined, messages = await _shared_catch_up(client, keys, member, last_id)
+    after, messages = _caught_up(chat_id, member, last_id, position, exists, joined, messages)
+    if not messages and block_ms:
+        messages = await _shared_xread(client, keys[2], after, block_ms)
+    return list(_pushed(chat_id, after, messages))  # a list of its own: the readers share one
 
 
 def _push_args(chat_id: str, member: str, last_id: int, block_ms: int) -> tuple[str, str, int, int]:
@@ -483,45 +498,32 @@ def _push_args(chat_id: str, member: str, last_id: int, block_ms: int) -> tuple[
     )
 
 
-def _queue_catch_up(pipe: Any, names: dict[str, str], member: str, last_id: int) -> None:
-    # Membership, the join point, and what the stream holds after last_id: one round trip.
+def _queue_xrange(pipe: Any, key: str, after: int) -> None:
     # XRANGE rather than XREAD: its key has a fixed place (no COMMAND GETKEYS on a cluster).
-    pipe.zscore(names["members"], member)
-    pipe.exists(names["members"])
-    pipe.hget(names["joined"], member)
-    pipe.xrange(names["push"], f"({last_id}-0", "+", count=_fetch_limit())
-
-
-def _push_catch_up(
-    client: Client, chat_id: str, member: str, last_id: int
-) -> tuple[str, int, list[Any]]:
-    names = chat_keys(chat_id)
-    pipe = client.pipeline(transaction=False)
-    _queue_catch_up(pipe, names, member, last_id)
-    return _caught_up(pipe.execute(), names, chat_id, member, last_id)
+    pipe.xrange(key, f"({after}-0", "+", count=_fetch_limit())
 
 
 def _caught_up(
-    replies: list[Any], names: dict[str, str], chat_id: str, member: str, last_id: int
-) -> tuple[str, int, list[Any]]:
-    """The stream key, the id to read after (the join point for an earlier one) and the
-    entries held after it."""
-    position, exists, joined, entries = replies
+    chat_id: str,
+    member: str,
+    last_id: int,
+    position: Any,
+    exists: int,
+    joined: Any,
+    messages: list[ChatMessage],
+) -> tuple[int, list[ChatMessage]]:
+    """The id to read after (the join point when that is later) and the member's messages
+    of those the stream holds after ``last_id``."""
     if position is None:
         _raise_for(NOT_MEMBER if exists else NO_CHAT, chat_id, member)
     after = max(last_id, int(joined or 0))
-    if after > last_id:  # the member joined later: the entries up to the join are not theirs
-        entries = [entry for entry in entries if _entry_id(entry[0]) > after]
-    return names["push"], after, entries
+    if after > last_id:  # the member joined later: the messages up to the join are not theirs
+        messages = [message for message in messages if message.id > after]
+    return after, messages
 
 
 def _xread_args(key: str, after: int, block_ms: int) -> list[Any]:
     return ["XREAD", "COUNT", _fetch_limit(), "BLOCK", block_ms, "STREAMS", key, f"{after}-0"]
-
-
-def _entry_id(raw: bytes | str) -> int:
-    text = raw.decode() if isinstance(raw, bytes) else raw
-    return int(text.partition("-")[0])
 
 
 def _stream_entries(reply: Any) -> list[Any]:
@@ -533,21 +535,26 @@ def _stream_entries(reply: Any) -> list[Any]:
     return list(reply[0][1])
 
 
-def _pushed(chat_id: str, after: int, entries: list[Any]) -> list[ChatMessage]:
-    if not entries:
-        return []
-    first = _entry_id(entries[0][0])
-    if first != after + 1:  # ids are contiguous: the trimming took the ones between
-        raise ChatPushGap(chat_id, after, first)
+def _messages(entries: list[Any]) -> list[ChatMessage]:
     return _decode([fields[b"m"] for _, fields in entries])
+
+
+def _pushed(chat_id: str, after: int, messages: list[ChatMessage]) -> list[ChatMessage]:
+    if messages and messages[0].id != after + 1:
+        # Ids are contiguous: the trimming took the ones between.
+        raise ChatPushGap(chat_id, after, messages[0].id)
+    return messages
 
 
 # Asyncio clients, per event loop (a redis.asyncio connection belongs to the loop that
 # opened it), each beside the sync client it was built from.
 _async_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[tuple[Any, Any]]]"
 _async_clients = weakref.WeakKeyDictionary()
-# XREADs under way: (asyncio client id, stream key, after, block ms) -> their task.
-_xreads: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, asyncio.Task]]"
+# Reads under way that readers share, per loop: catch-up reads by (client id, stream key,
+# id) -> (the members asking, the read); XREADs by (client id, stream key, id, wait).
+_catch_ups: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, Any]]"
+_catch_ups = weakref.WeakKeyDictionary()
+_xreads: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, _Shared]]"
 _xreads = weakref.WeakKeyDictionary()
 
 
@@ -566,6 +573,7 @@ def _async_client(client: Client) -> Any:
 # and redis-py's sync-only classes (the asyncio client picks its own parser, hiredis
 # when installed).
 _SYNC_ONLY = ("socket_timeout", "retry", "redis_connect_func", "connection_pool", "parser_class")
+_CLUSTER_OPTIONS = ("username", "password", "protocol", "ssl", "socket_connect_timeout")
 
 
 def _build_async_client(client: Client) -> Any:
@@ -599,29 +607,84 @@ def _build_async_client(client: Client) -> Any:
     )
 
 
-_CLUSTER_OPTIONS = ("username", "password", "protocol", "ssl", "socket_connect_timeout")
+class _Shared:
+    """A read that many readers of this loop wait on: each gets a future of its own, set
+    when the read is done, so a reader that goes away (its page closed) cancels only its
+    own wait. One callback sets them all: cheaper per reader than asyncio.shield."""
+
+    def __init__(self, read: Coroutine[Any, Any, Any]) -> None:
+        self.waiters: list[asyncio.Future] = []
+        self.task = asyncio.ensure_future(read)
+        self.task.add_done_callback(self._done)
+
+    def wait(self) -> asyncio.Future:
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        return waiter
+
+    def _done(self, task: asyncio.Task) -> None:
+        error = None if task.cancelled() else task.exception()
+        for waiter in self.waiters:
+            if waiter.done():
+                continue
+            if task.cancelled():
+                waiter.cancel()
+            elif error is not None:
+                waiter.set_exception(error)
+            else:
+                waiter.set_result(task.result())
 
 
-async def _shared_xread(client: Any, key: str, after: int, block_ms: int) -> list[Any]:
-    """One blocking XREAD per stream, id and wait for all the readers of this loop.
+async def _shared_catch_up(
+    client: Any, keys: list[str], member: str, after: int
+) -> tuple[Any, int, Any, list[ChatMessage]]:
+    """Membership, join point and the messages after ``after``, read in one round trip for
+    every reader of the chat that asks from ``after`` before the read is sent (the readers
+    a message woke, which ask again in the same turn of the loop)."""
+    members_key, joined_key, push_key = keys
+    running = _catch_ups.setdefault(asyncio.get_running_loop(), {})
+    batch_key = (id(client), push_key, after)
+    batch = running.get(batch_key)
+    if batch is None:
+        members: list[str] = []
 
-    Shielded: a reader that goes away (its page closed) does not cancel the others'.
-    """
+        async def read() -> tuple[list[Any], int, list[Any], list[ChatMessage]]:
+            del running[batch_key]  # sent now: later readers make a batch of their own
+            pipe = client.pipeline(transaction=False)
+            pipe.zmscore(members_key, members)
+            pipe.exists(members_key)
+            pipe.hmget(joined_key, members)
+            _queue_xrange(pipe, push_key, after)
+            positions, exists, joined, entries = await pipe.execute()
+            return positions, exists, joined, _messages(entries)
+
+        batch = running[batch_key] = (members, _Shared(read()))
+    members, shared = batch
+    index = len(members)
+    members.append(member)
+    positions, exists, joined, messages = await shared.wait()
+    return positions[index], exists, joined[index], messages
+
+
+async def _shared_xread(client: Any, key: str, after: int, block_ms: int) -> list[ChatMessage]:
+    """One blocking XREAD per stream, id and wait for all the readers of this loop, its
+    reply decoded once for them all."""
     running = _xreads.setdefault(asyncio.get_running_loop(), {})
-    task_key = (id(client), key, after, block_ms)
-    task = running.get(task_key)
-    if task is None:
-        task = running[task_key] = asyncio.ensure_future(_xread(client, key, after, block_ms))
-        task.add_done_callback(lambda _: running.pop(task_key, None))
-    return _stream_entries(await asyncio.shield(task))
+    read_key = (id(client), key, after, block_ms)
+    shared = running.get(read_key)
+    if shared is None:
+        shared = running[read_key] = _Shared(_xread(client, key, after, block_ms))
+        shared.task.add_done_callback(lambda _: running.pop(read_key, None))
+    return await shared.wait()
 
 
-async def _xread(client: Any, key: str, after: int, block_ms: int) -> Any:
+async def _xread(client: Any, key: str, after: int, block_ms: int) -> list[ChatMessage]:
     args = _xread_args(key, after, block_ms)
     if isinstance(client, redis.asyncio.cluster.RedisCluster):
         await client.initialize()  # XREAD's keys move: name the node, no COMMAND GETKEYS
-        return await client.execute_command(*args, target_nodes=client.get_node_from_key(key))
-    return await client.execute_command(*args)
+        node = client.get_node_from_key(key)
+        return _messages(_stream_entries(await client.execute_command(*args, target_nodes=node)))
+    return _messages(_stream_entries(await client.execute_command(*args)))
 
 
 def _encode(sender: str, text: str, clock: Callable[[], float]) -> str:

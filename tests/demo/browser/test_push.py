@@ -2,6 +2,7 @@
 two users in two browser contexts; and the page's fallback to polling."""
 
 import re
+import time
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -33,11 +34,13 @@ def test_message_is_pushed_to_the_other_members_page_without_a_poll(new_asgi_pag
     bob = new_asgi_page()
     bob_polls = open_chat(bob, "bob", "alice, carol")
     bob.wait_for_function("window.chatPushOpen === true")
+    bob_polls.clear()  # from here on the stream is open (a loaded machine may poll before)
     bob.evaluate("window.loadedOnce = true")  # gone if the page reloads
 
     alice = new_asgi_page()
     alice_polls = open_chat(alice, "alice", "bob, carol")
     alice.wait_for_function("window.chatPushOpen === true")
+    alice_polls.clear()
     alice.get_by_role("textbox", name="Message").fill(text)
     alice.get_by_role("button", name="Send").click()
 
@@ -79,9 +82,12 @@ def test_the_stream_resumes_after_a_reconnect_without_loss_or_repeat(new_asgi_pa
     # Redis drops the stream's blocked read: the stream ends, and the browser reconnects
     # by itself with Last-Event-ID.
     redis = get_redis()
-    for client in redis.client_list():
-        if client["cmd"] == "xread":
-            redis.client_kill_filter(_id=client["id"])
+    deadline = time.monotonic() + 15
+    while not (blocked := [c for c in redis.client_list() if c["cmd"] == "xread"]):
+        assert time.monotonic() < deadline, "the stream never waited on Redis again"
+        time.sleep(0.05)
+    for client in blocked:
+        redis.client_kill_filter(_id=client["id"])
     for n in range(3):
         send_message(CHAT_ID, "alice", f"while away {n}")
     for n in range(3):
