@@ -527,12 +527,16 @@ def _xread_args(key: str, after: int, block_ms: int) -> list[Any]:
 
 
 def _stream_entries(reply: Any) -> list[Any]:
-    # XREAD of one stream: RESP2 [[key, entries]], RESP3 {key: entries}; None on timeout.
+    # XREAD of one stream: RESP2 [[key, entries]]; RESP3 {key: entries}, or with redis-py
+    # 5.2 {key: [entries]}; None on timeout. An entry is (id, fields).
     if not reply:
         return []
-    if isinstance(reply, dict):
-        return list(next(iter(reply.values())))
-    return list(reply[0][1])
+    if not isinstance(reply, dict):
+        return list(reply[0][1])
+    entries = next(iter(reply.values()))
+    if entries and not isinstance(entries[0][0], bytes | str):
+        entries = entries[0]
+    return list(entries)
 
 
 def _messages(entries: list[Any]) -> list[ChatMessage]:
