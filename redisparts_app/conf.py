@@ -54,6 +54,9 @@ DEFAULTS: dict[str, Any] = {
     # (0 keeps none), and the days a message stays in it (0: no age limit).
     "CHAT_HISTORY_LENGTH": 1000,
     "CHAT_HISTORY_DAYS": 0,
+    # Group chat push: messages each chat's push stream keeps at least (approximately; the
+    # server trims whole nodes of 100); a reader further behind gets ChatPushGap.
+    "CHAT_PUSH_LENGTH": 1000,
     # File distribution: largest chunk key, in bytes.
     "FILES_CHUNK_SIZE": 1 << 20,
     # File distribution: bytes a processor reads per GETRANGE.

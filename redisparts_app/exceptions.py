@@ -7,6 +7,7 @@ __all__ = [
     "BackupError",
     "ChatExists",
     "ChatNotFound",
+    "ChatPushGap",
     "CompletionConflict",
     "ComponentConnectionError",
     "ConnectionNotConfigured",
@@ -140,6 +141,18 @@ class ChatExists(RedisPartsError):
     def __init__(self, chat_id: str) -> None:
         self.chat_id = chat_id
         super().__init__(f"chat {chat_id!r} already exists; pick another id")
+
+
+class ChatPushGap(RedisPartsError, LookupError):
+    """Messages after the resume id have left the chat's push stream (it is capped by
+    CHAT_PUSH_LENGTH): read the chat again (history and pending messages) instead."""
+
+    def __init__(self, chat_id: str, last_id: int, first_id: int) -> None:
+        self.chat_id, self.last_id, self.first_id = chat_id, last_id, first_id
+        super().__init__(
+            f"messages {last_id + 1} to {first_id - 1} of chat {chat_id!r} have left the "
+            "push stream; read the chat again rather than resuming"
+        )
 
 
 class NotChatMember(RedisPartsError, PermissionError):

@@ -107,7 +107,7 @@ def test_last_member_leaving_deletes_every_key_of_the_chat(redis_client, face):
     assert svc.leave_chat(chat, "carl") == 1
     assert svc.user_chats("ann") == []
     assert not redis_client.exists(chat_keys(chat)["joined"])
-    assert len(list(scan_keys(redis_client, pattern))) == 4
+    assert len(list(scan_keys(redis_client, pattern))) == 5
     assert svc.leave_chat(chat, "bob") == 0
     assert list(scan_keys(redis_client, pattern)) == []
     assert not redis_client.exists(seen_key("ann"), seen_key("bob"), seen_key("carl"))

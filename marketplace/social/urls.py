@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import events, views
 
 app_name = "social"
 
@@ -19,6 +19,7 @@ urlpatterns = [
     path("chat/<str:chat_id>/", views.chat_room, name="chat"),
     path("chat/<str:chat_id>/send/", views.chat_send, name="chat_send"),
     path("chat/<str:chat_id>/poll/", views.chat_poll, name="chat_poll"),
+    path("chat/<str:chat_id>/events/", events.chat_events, name="chat_events"),
     path("chat/<str:chat_id>/older/", views.chat_older, name="chat_older"),
     path("chat/<str:chat_id>/add/", views.chat_add_member, name="chat_add"),
     path("chat/<str:chat_id>/leave/", views.chat_leave, name="chat_leave"),

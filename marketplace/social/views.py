@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -43,6 +44,11 @@ SUGGESTIONS = 8
 # Recipient fields that ask for suggestions, and whether they hold a list of names.
 SUGGEST_FIELDS = {"to": False, "member": False, "members": True}
 _MAX_MESSAGE_ID = 2**53
+
+
+def push_available(request: HttpRequest) -> bool:
+    """Whether this request is served through ASGI, where a chat page may stream events."""
+    return isinstance(request, ASGIRequest)
 
 
 def _is_htmx(request: HttpRequest) -> bool:
@@ -398,6 +404,8 @@ def chat_room(request: HttpRequest, chat_id: str) -> HttpResponse:
         "after": shown[-1].id if shown else 0,
         "form": ChatMessageForm(),
         "add_form": AddMemberForm(),
+        # Under ASGI the page receives messages as Server-Sent Events (events.py).
+        "push": push_available(request),
     }
     return render(request, "marketplace/social/chat.html", context)
 

@@ -1,18 +1,21 @@
 -- chat_send.lua: give a message the chat's next id and add it, in one step, to the pending
--- messages and to the chat's history, so ids enter both in increasing order whatever the
--- number of senders; with member names, create the chat with this first message.
+-- messages, to the chat's history and to its push stream, so ids enter all three in
+-- increasing order whatever the number of senders; with member names, create the chat with
+-- this first message.
 -- KEYS[1] members zset user -> id of the last message fetched (rp:chat:{id}:members)
 -- KEYS[2] pending messages zset JSON -> id (rp:chat:{id}:msgs)
 -- KEYS[3] message id counter (rp:chat:{id}:ids)
 -- KEYS[4] history zset JSON -> id (rp:chat:{id}:history)
+-- KEYS[5] push stream, entry id <message id>-0, field m = message JSON (rp:chat:{id}:push)
 -- ARGV[1] sender   ARGV[2] message JSON object without its id: {"sender":..,"ts":..,..}
 -- ARGV[3] messages the history keeps (0: none)   ARGV[4] seconds it keeps one (0: no limit)
--- ARGV[5..] when creating: the member names, all at position 0
+-- ARGV[5] entries the push stream keeps at least (approximate MAXLEN: whole nodes go)
+-- ARGV[6..] when creating: the member names, all at position 0
 -- Returns the message id; 0 when creating a chat that exists, -1 when the sender is not a
 -- member, -2 when the chat does not exist.
-if #ARGV > 4 then
+if #ARGV > 5 then
   if redis.call('exists', KEYS[1], KEYS[3]) > 0 then return 0 end
-  for i = 5, #ARGV do
+  for i = 6, #ARGV do
     redis.call('zadd', KEYS[1], 0, ARGV[i])
   end
 elseif not redis.call('zscore', KEYS[1], ARGV[1]) then
@@ -22,6 +25,9 @@ end
 local id = redis.call('incr', KEYS[3])
 local message = string.format('{"id":%d,', id) .. string.sub(ARGV[2], 2)
 redis.call('zadd', KEYS[2], id, message)
+-- The stream entry's id is the message id: a reader resumes from the last id it showed,
+-- and ids without a gap tell it whether the trimming took messages it had not read.
+redis.call('xadd', KEYS[5], 'MAXLEN', '~', ARGV[5], id .. '-0', 'm', message)
 
 local keep, age = tonumber(ARGV[3]), tonumber(ARGV[4])
 if keep > 0 then

@@ -52,17 +52,36 @@ Every function has an async twin named with an ``a`` (``await asend_message(...)
 ``get_async_redis()``); both run the same core (``faces``): the same scripts, keys and
 checks.
 
+Push, for pages that show a chat as it happens: the send script also appends the
+message to the chat's push stream, ``rp:chat:{<chat>}:push``, whose entry ids are
+the message ids (``<id>-0``) and which keeps at least the last ``CHAT_PUSH_LENGTH``
+messages. ``read_pushed`` (and ``aread_pushed`` on asyncio) waits with a blocking
+XREAD for the messages after the last one a page shows, without moving the member's
+position; a page reconnecting with its last id misses and repeats nothing, and one
+further behind than the stream reaches gets ``ChatPushGap`` (read the chat again).
+In one process, the asyncio readers of a chat waiting from the same id share one
+XREAD, so a thousand open pages of a chat hold one Redis connection, not a thousand.
+
 Times are Unix seconds (float) from the injectable ``clock``. Message text is
 limited by ``CHAT_MAX_MESSAGE_LENGTH`` characters; one fetch takes at most
 ``CHAT_FETCH_LIMIT`` messages per chat (the rest come with the next fetch).
 """
 
+import asyncio
 import itertools
 import json
 import time
-from collections.abc import Callable, Iterable
+import weakref
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.asyncio.connection
+import redis.asyncio.sentinel
+from redis.cluster import RedisCluster
+from redis.sentinel import SentinelConnectionPool
 
 from .. import faces
 from ..conf import app_settings, positive_int_setting
@@ -70,10 +89,17 @@ from ..connection import (
     Client,
     by_slot,
     resolve_client,
+    slot_client,
 )
-from ..exceptions import ChatExists, ChatNotFound, InvalidArgumentType, NotChatMember
+from ..exceptions import (
+    ChatExists,
+    ChatNotFound,
+    ChatPushGap,
+    InvalidArgumentType,
+    NotChatMember,
+)
 from ..keys import make_key, validate_key_part
-from ..validation import check_count
+from ..validation import check_count, check_int
 from . import registry
 from .mail import validate_message_id, validate_text
 
@@ -89,6 +115,7 @@ __all__ = [
     "aleave_chat",
     "aread_history",
     "aread_messages",
+    "aread_pushed",
     "asend_message",
     "aunread_counts",
     "auser_chats",
@@ -102,6 +129,7 @@ __all__ = [
     "leave_chat",
     "read_history",
     "read_messages",
+    "read_pushed",
     "seen_key",
     "send_message",
     "unread_counts",
@@ -110,7 +138,7 @@ __all__ = [
 
 COMPONENT = "chat"
 NOT_MEMBER, NO_CHAT = -1, -2
-ROLES = ("members", "msgs", "ids", "history", "joined")
+ROLES = ("members", "msgs", "ids", "history", "joined", "push")
 
 
 @dataclass(frozen=True)
@@ -134,7 +162,7 @@ class ChatSummary:
 
 def chat_keys(chat_id: str) -> dict[str, str]:
     """Return the keys of one (validated) chat id by role: members, msgs, ids, history,
-    joined."""
+    joined, push."""
     return {role: make_key(COMPONENT, chat_id, role) for role in ROLES}
 
 
@@ -143,7 +171,7 @@ def _keys(chat_id: str, *roles: str) -> list[str]:
     return [names[role] for role in roles]
 
 
-_SEND_KEYS = ("members", "msgs", "ids", "history")
+_SEND_KEYS = ("members", "msgs", "ids", "history", "push")
 _READ_KEYS = ("members", "msgs", "history", "joined")
 
 
@@ -208,13 +236,13 @@ def _create_chat(
         )
     members = sorted({sender, *(validate_key_part(r, "recipient") for r in recipients)})
     encoded = _encode(sender, message, clock)
-    history = _history_args()
+    send_args = _send_args()
     if chat_id is None:
         chat_id = str((yield faces.command("incr", make_key("chat_ids", "chat_ids", "next"))))
     else:
         chat_id = validate_key_part(chat_id, "chat")
     created = yield faces.script(
-        "chat_send", keys=_keys(chat_id, *_SEND_KEYS), args=[sender, encoded, *history, *members]
+        "chat_send", keys=_keys(chat_id, *_SEND_KEYS), args=[sender, encoded, *send_args, *members]
     )
     if not created:
         raise ChatExists(chat_id)
@@ -234,7 +262,8 @@ def send_message(
 ) -> int:
     """Post ``text`` in a chat as ``sender`` (a member); return the message id.
 
-    The message enters the history in the same script, which trims the history.
+    The message enters the history and the push stream in the same script, which
+    trims both.
     """
     return faces.run(_send_message(chat_id, sender, text, clock), resolve_client(client))
 
@@ -258,7 +287,7 @@ def _send_message(
     sender = validate_key_part(sender, "sender")
     encoded = _encode(sender, text, clock)
     result = yield faces.script(
-        "chat_send", keys=_keys(chat_id, *_SEND_KEYS), args=[sender, encoded, *_history_args()]
+        "chat_send", keys=_keys(chat_id, *_SEND_KEYS), args=[sender, encoded, *_send_args()]
     )
     _raise_for(result, chat_id, sender)
     return int(result)
@@ -552,6 +581,278 @@ def _decoded(names: list[bytes]) -> list[str]:
     return [name.decode() for name in names]
 
 
+# Push --------------------------------------------------------------------------------------
+
+# Longest wait of one read: a page's stream sends a keep-alive between reads anyway.
+MAX_BLOCK_MS = 60_000
+
+
+def read_pushed(
+    chat_id: str,
+    member: str,
+    last_id: int = 0,
+    block_ms: int = 0,
+    *,
+    client: Client | None = None,
+) -> list[ChatMessage]:
+    """Return the messages after id ``last_id`` from the chat's push stream, oldest first.
+
+    When there is none, wait up to ``block_ms`` milliseconds (0: not at all) for the
+    next and return [] if none came. Does not move ``member``'s position. Raise
+    ChatNotFound or NotChatMember before waiting, and ChatPushGap when messages after
+    ``last_id`` have left the stream. A member who joined a running chat gets nothing
+    from before. Keys: rp:chat:{<chat>}:members, joined, push.
+    """
+    client = resolve_client(client)
+    chat_id, member, last_id, block_ms = _push_args(chat_id, member, last_id, block_ms)
+    names = chat_keys(chat_id)
+    # Membership, the join point and what the stream holds after last_id: one round trip.
+    pipe = client.pipeline(transaction=False)
+    pipe.zscore(names["members"], member)
+    pipe.exists(names["members"])
+    pipe.hget(names["joined"], member)
+    _queue_xrange(pipe, names["push"], last_id)
+    position, exists, joined, entries = pipe.execute()
+    after, messages = _caught_up(
+        chat_id, member, last_id, position, exists, joined, _messages(entries)
+    )
+    if not messages and block_ms:
+        server = slot_client(client, names["push"])  # XREAD's keys move: no COMMAND GETKEYS
+        reply = server.execute_command(*_xread_args(names["push"], after, block_ms))
+        messages = _messages(_stream_entries(reply))
+    return _pushed(chat_id, after, messages)
+
+
+async def aread_pushed(
+    chat_id: str,
+    member: str,
+    last_id: int = 0,
+    block_ms: int = 0,
+    *,
+    client: Any = None,
+) -> list[ChatMessage]:
+    """read_pushed() on asyncio: ``client`` is a redis.asyncio client (default: one
+    built per event loop from get_redis()'s settings, with no socket timeout, since the
+    read blocks).
+
+    The readers of one chat in this process asking from the same id share the round
+    trips: one membership and catch-up read for all that ask in the same turn of the
+    event loop, and one blocking XREAD, so a message wakes a thousand readers with one
+    reply, and they wait again with one more round trip.
+    """
+    if client is None:
+        client = _async_client(resolve_client(None))
+    chat_id, member, last_id, block_ms = _push_args(chat_id, member, last_id, block_ms)
+    keys = _keys(chat_id, "members", "joined", "push")
+    position, exists, joined, messages = await _shared_catch_up(client, keys, member, last_id)
+    after, messages = _caught_up(chat_id, member, last_id, position, exists, joined, messages)
+    if not messages and block_ms:
+        messages = await _shared_xread(client, keys[2], after, block_ms)
+    return list(_pushed(chat_id, after, messages))  # a list of its own: the readers share one
+
+
+def _push_args(chat_id: str, member: str, last_id: int, block_ms: int) -> tuple[str, str, int, int]:
+    return (
+        validate_key_part(chat_id, "chat"),
+        validate_key_part(member, "member"),
+        check_int(last_id, "last_id", minimum=0),
+        check_int(block_ms, "block_ms", minimum=0, maximum=MAX_BLOCK_MS),
+    )
+
+
+def _queue_xrange(pipe: Any, key: str, after: int) -> None:
+    # XRANGE rather than XREAD: its key has a fixed place (no COMMAND GETKEYS on a cluster).
+    pipe.xrange(key, f"({after}-0", "+", count=_fetch_limit())
+
+
+def _caught_up(
+    chat_id: str,
+    member: str,
+    last_id: int,
+    position: Any,
+    exists: int,
+    joined: Any,
+    messages: list[ChatMessage],
+) -> tuple[int, list[ChatMessage]]:
+    """The id to read after (the join point when that is later) and the member's messages
+    of those the stream holds after ``last_id``."""
+    if position is None:
+        _raise_for(NOT_MEMBER if exists else NO_CHAT, chat_id, member)
+    after = max(last_id, int(joined or 0))
+    if after > last_id:  # the member joined later: the messages up to the join are not theirs
+        messages = [message for message in messages if message.id > after]
+    return after, messages
+
+
+def _xread_args(key: str, after: int, block_ms: int) -> list[Any]:
+    return ["XREAD", "COUNT", _fetch_limit(), "BLOCK", block_ms, "STREAMS", key, f"{after}-0"]
+
+
+def _stream_entries(reply: Any) -> list[Any]:
+    # XREAD of one stream: RESP2 [[key, entries]]; RESP3 {key: entries}, or with redis-py
+    # 5.2 {key: [entries]}; None on timeout. An entry is (id, fields).
+    if not reply:
+        return []
+    if not isinstance(reply, dict):
+        return list(reply[0][1])
+    entries = next(iter(reply.values()))
+    if entries and not isinstance(entries[0][0], bytes | str):
+        entries = entries[0]
+    return list(entries)
+
+
+def _messages(entries: list[Any]) -> list[ChatMessage]:
+    return _decode([fields[b"m"] for _, fields in entries])
+
+
+def _pushed(chat_id: str, after: int, messages: list[ChatMessage]) -> list[ChatMessage]:
+    if messages and messages[0].id != after + 1:
+        # Ids are contiguous: the trimming took the ones between.
+        raise ChatPushGap(chat_id, after, messages[0].id)
+    return messages
+
+
+# Asyncio clients, per event loop (a redis.asyncio connection belongs to the loop that
+# opened it), each beside the sync client it was built from.
+_async_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[tuple[Any, Any]]]"
+_async_clients = weakref.WeakKeyDictionary()
+# Reads under way that readers share, per loop: catch-up reads by (client id, stream key,
+# id) -> (the members asking, the read); XREADs by (client id, stream key, id, wait).
+_catch_ups: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, Any]]"
+_catch_ups = weakref.WeakKeyDictionary()
+_xreads: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, _Shared]]"
+_xreads = weakref.WeakKeyDictionary()
+
+
+def _async_client(client: Client) -> Any:
+    """The asyncio twin of the sync ``client`` for the running loop, built once."""
+    twins = _async_clients.setdefault(asyncio.get_running_loop(), [])
+    for sync, twin in twins:
+        if sync is client:
+            return twin
+    twin = _build_async_client(client)
+    twins.append((client, twin))
+    return twin
+
+
+# Connection settings a twin does not take: the socket timeout (its reads block longer)
+# and redis-py's sync-only classes (the asyncio client picks its own parser, hiredis
+# when installed).
+_SYNC_ONLY = ("socket_timeout", "retry", "redis_connect_func", "connection_pool", "parser_class")
+_CLUSTER_OPTIONS = ("username", "password", "protocol", "ssl", "socket_connect_timeout")
+
+
+def _build_async_client(client: Client) -> Any:
+    if isinstance(client, RedisCluster):
+        manager = client.nodes_manager
+        options = {k: v for k, v in manager.connection_kwargs.items() if k in _CLUSTER_OPTIONS}
+        nodes = [
+            redis.asyncio.cluster.ClusterNode(node.host, node.port)
+            for node in manager.startup_nodes.values()
+        ]
+        # redis-py 5.2 declares connection_pool abstract on its cluster clients.
+        return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **options)  # type: ignore[abstract]
+    pool = client.connection_pool
+    options = {k: v for k, v in pool.connection_kwargs.items() if k not in _SYNC_ONLY}
+    if isinstance(pool, SentinelConnectionPool):
+        manager = pool.sentinel_manager
+        sentinels = [
+            (
+                s.connection_pool.connection_kwargs["host"],
+                s.connection_pool.connection_kwargs["port"],
+            )
+            for s in manager.sentinels
+        ]
+        sentinel = redis.asyncio.sentinel.Sentinel(
+            sentinels, sentinel_kwargs=manager.sentinel_kwargs, **options
+        )
+        return sentinel.master_for(pool.service_name)
+    kind = getattr(redis.asyncio.connection, pool.connection_class.__name__)
+    return redis.asyncio.Redis(
+        connection_pool=redis.asyncio.ConnectionPool(connection_class=kind, **options)
+    )
+
+
+class _Shared:
+    """A read that many readers of this loop wait on: each gets a future of its own, set
+    when the read is done, so a reader that goes away (its page closed) cancels only its
+    own wait. One callback sets them all: cheaper per reader than asyncio.shield."""
+
+    def __init__(self, read: Coroutine[Any, Any, Any]) -> None:
+        self.waiters: list[asyncio.Future] = []
+        self.task = asyncio.ensure_future(read)
+        self.task.add_done_callback(self._done)
+
+    def wait(self) -> asyncio.Future:
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        return waiter
+
+    def _done(self, task: asyncio.Task) -> None:
+        error = None if task.cancelled() else task.exception()
+        for waiter in self.waiters:
+            if waiter.done():
+                continue
+            if task.cancelled():
+                waiter.cancel()
+            elif error is not None:
+                waiter.set_exception(error)
+            else:
+                waiter.set_result(task.result())
+
+
+async def _shared_catch_up(
+    client: Any, keys: list[str], member: str, after: int
+) -> tuple[Any, int, Any, list[ChatMessage]]:
+    """Membership, join point and the messages after ``after``, read in one round trip for
+    every reader of the chat that asks from ``after`` before the read is sent (the readers
+    a message woke, which ask again in the same turn of the loop)."""
+    members_key, joined_key, push_key = keys
+    running = _catch_ups.setdefault(asyncio.get_running_loop(), {})
+    batch_key = (id(client), push_key, after)
+    batch = running.get(batch_key)
+    if batch is None:
+        members: list[str] = []
+
+        async def read() -> tuple[list[Any], int, list[Any], list[ChatMessage]]:
+            del running[batch_key]  # sent now: later readers make a batch of their own
+            pipe = client.pipeline(transaction=False)
+            pipe.zmscore(members_key, members)
+            pipe.exists(members_key)
+            pipe.hmget(joined_key, members)
+            _queue_xrange(pipe, push_key, after)
+            positions, exists, joined, entries = await pipe.execute()
+            return positions, exists, joined, _messages(entries)
+
+        batch = running[batch_key] = (members, _Shared(read()))
+    members, shared = batch
+    index = len(members)
+    members.append(member)
+    positions, exists, joined, messages = await shared.wait()
+    return positions[index], exists, joined[index], messages
+
+
+async def _shared_xread(client: Any, key: str, after: int, block_ms: int) -> list[ChatMessage]:
+    """One blocking XREAD per stream, id and wait for all the readers of this loop, its
+    reply decoded once for them all."""
+    running = _xreads.setdefault(asyncio.get_running_loop(), {})
+    read_key = (id(client), key, after, block_ms)
+    shared = running.get(read_key)
+    if shared is None:
+        shared = running[read_key] = _Shared(_xread(client, key, after, block_ms))
+        shared.task.add_done_callback(lambda _: running.pop(read_key, None))
+    return await shared.wait()
+
+
+async def _xread(client: Any, key: str, after: int, block_ms: int) -> list[ChatMessage]:
+    args = _xread_args(key, after, block_ms)
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        await client.initialize()  # XREAD's keys move: name the node, no COMMAND GETKEYS
+        node = client.get_node_from_key(key)
+        return _messages(_stream_entries(await client.execute_command(*args, target_nodes=node)))
+    return _messages(_stream_entries(await client.execute_command(*args)))
+
+
 def _encode(sender: str, text: str, clock: Callable[[], float]) -> str:
     text = validate_text(text, "message", app_settings.CHAT_MAX_MESSAGE_LENGTH)
     fields = {"sender": sender, "ts": clock(), "text": text}
@@ -586,10 +887,12 @@ def _fetch_limit() -> int:
     return positive_int_setting("CHAT_FETCH_LIMIT")
 
 
-def _history_args() -> list[int]:
-    # The send script's history arguments: messages kept, seconds each is kept.
+def _send_args() -> list[int]:
+    # The send script's settings: history messages kept, seconds each is kept, push
+    # stream entries kept.
     length = positive_int_setting("CHAT_HISTORY_LENGTH", zero=True)
-    return [length, positive_int_setting("CHAT_HISTORY_DAYS", zero=True) * 86400]
+    days = positive_int_setting("CHAT_HISTORY_DAYS", zero=True)
+    return [length, days * 86400, positive_int_setting("CHAT_PUSH_LENGTH")]
 
 
 def _raise_for(code: int, chat_id: str, user: str) -> None:

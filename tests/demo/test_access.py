@@ -159,6 +159,9 @@ ACCESS: dict[str, Entry] = {
     "chat/<str:chat_id>/": page(f"{CHAT}/", dave=403),
     "chat/<str:chat_id>/send/": action(f"{CHAT}/send/", {"text": "hi"}, dave=403),
     "chat/<str:chat_id>/poll/": page(f"{CHAT}/poll/?after=0", dave=403),
+    # The test client is WSGI, where the event stream is refused (the page polls): 503
+    # after the checks; test_push_events.py streams it under ASGI.
+    "chat/<str:chat_id>/events/": page(f"{CHAT}/events/?after=0", status=503, dave=403),
     "chat/<str:chat_id>/older/": page(f"{CHAT}/older/?before=2", dave=403),
     "chat/<str:chat_id>/add/": action(f"{CHAT}/add/", {"member": "dave"}, dave=403),
     "chat/<str:chat_id>/leave/": action(f"{CHAT}/leave/", {}, dave=403),

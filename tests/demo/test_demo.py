@@ -58,7 +58,12 @@ def test_demo_serves_the_landing_page_and_ctrl_c_stops_every_process(tmp_path):
         child_pids = _children(demo.pid)
         commands = " | ".join(_command_line(pid) for pid in child_pids)
         assert len(child_pids) == 4, commands
-        for part in ("runserver", "rp_worker email", "rp_scheduler", "rp_clean_counters"):
+        for part in (
+            "uvicorn marketplace.asgi",
+            "rp_worker email",
+            "rp_scheduler",
+            "rp_clean_counters",
+        ):
             assert part in commands
         assert _alive(redis_pid)
         _buy_as_bob(base)

@@ -65,7 +65,7 @@ class Demo:
 
     def children(self) -> dict[str, psutil.Process]:
         """The runner's direct children by role: web, worker, scheduler, cleaner."""
-        roles = {"runserver": "web", "rp_worker": "worker", "rp_scheduler": "scheduler"}
+        roles = {"uvicorn": "web", "rp_worker": "worker", "rp_scheduler": "scheduler"}
         roles["rp_clean_counters"] = "cleaner"
         found = {}
         for child in self.runner.children():
@@ -82,7 +82,8 @@ class Demo:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 pytest.fail(f"the demo exited early:\n{self.output()}")
-            if _answers(self.base + "/") and len(self.children()) == 4:
+            # The worker's pool too: uvicorn may answer before the worker has forked it.
+            if _answers(self.base + "/") and _all_up(self.children()):
                 return
             time.sleep(0.3)
         pytest.fail(f"the demo did not answer within {START_TIMEOUT}s:\n{self.output()}")
@@ -162,6 +163,13 @@ def _assert_nothing_left(demo: Demo, pids: set[int], group: int) -> None:
     with socket.create_server(("127.0.0.1", demo.port)):
         pass  # the next demo can serve on the same port
     assert "Traceback" not in demo.output()
+
+
+def _all_up(children: dict[str, psutil.Process]) -> bool:
+    """The four children are there, and the worker's own."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return len(children) == 4 and bool(children["worker"].children())
+    return False
 
 
 def _answers(url: str) -> bool:

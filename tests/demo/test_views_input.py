@@ -246,6 +246,7 @@ CASES += [
     *variants("chat-add", "alice", f"{CHAT}/add/", {"member": "dave"}, "member", BAD_NAME),
     Case("chat-add-member-again", "alice", "POST", f"{CHAT}/add/", {"member": "bob"}),
     *query_variants("chat-poll", "alice", f"{CHAT}/poll/", "after", BAD_PAGE | {"zero": "-0"}),
+    *query_variants("chat-events", "alice", f"{CHAT}/events/", "after", BAD_PAGE | {"zero": "-0"}),
     *query_variants("chat-older", "alice", f"{CHAT}/older/", "before", BAD_PAGE | BAD_DIGITS),
     *[
         case
@@ -265,6 +266,14 @@ CASES += [
                 "alice",
                 "GET",
                 f"/chat/{chat_id}/poll/",
+                {"after": "0"},
+                status=404,
+            ),
+            Case(
+                f"chat-events-id={label}",
+                "alice",
+                "GET",
+                f"/chat/{chat_id}/events/",
                 {"after": "0"},
                 status=404,
             ),
@@ -291,6 +300,7 @@ CASES += [
     Case("chat-room-non-member", "dave", "GET", f"{CHAT}/", status=403),
     Case("chat-send-non-member", "dave", "POST", f"{CHAT}/send/", {"text": "hi"}, status=403),
     Case("chat-poll-non-member", "dave", "GET", f"{CHAT}/poll/", {"after": "0"}, status=403),
+    Case("chat-events-non-member", "dave", "GET", f"{CHAT}/events/", {"after": "0"}, status=403),
     Case("chat-older-non-member", "dave", "GET", f"{CHAT}/older/", {"before": "2"}, status=403),
     Case("chat-add-non-member", "dave", "POST", f"{CHAT}/add/", {"member": "dave"}, status=403),
     Case("chat-leave-non-member", "dave", "POST", f"{CHAT}/leave/", status=403),
@@ -409,6 +419,7 @@ LOGIN_PAGES = [
     "/chat/",
     f"{CHAT}/",
     f"{CHAT}/poll/",
+    f"{CHAT}/events/",
     f"{CHAT}/older/",
 ]
 LOGIN_ACTIONS = [

@@ -1,13 +1,13 @@
 """``manage.py demo``: the whole demo site in one command, until Ctrl-C.
 
 The runner starts the embedded Redis (shared with other demos on the same data folder:
-the last one to stop stops it, and only if a demo started it), then the web server, the
-task worker, the scheduler and the counter cleaner as child processes in one process
-group of their own, apart from the terminal's: Ctrl-C and a closed terminal reach the
-runner only, which stops the children in order (SIGTERM, so the worker finishes its
-tasks) and then kills whatever is left in their group (the worker's own children). A
-child that exits on its own is started again after a short pause, at most
-MAX_RESTARTS times a minute; past that the demo stops with an error.
+the last one to stop stops it, and only if a demo started it), then the web server
+(uvicorn, ASGI), the task worker, the scheduler and the counter cleaner as child
+processes in one process group of their own, apart from the terminal's: Ctrl-C and a
+closed terminal reach the runner only, which stops the children in order (SIGTERM, so
+the worker finishes its tasks) and then kills whatever is left in their group (the
+worker's own children). A child that exits on its own is started again after a short
+pause, at most MAX_RESTARTS times a minute; past that the demo stops with an error.
 """
 
 import collections
@@ -67,6 +67,9 @@ class Command(BaseCommand):
         if not 0 < port < 65536:
             raise CommandError(f"--port must be between 1 and 65535, got {port}", returncode=2)
         _check_port_free(host, port)
+        # The children read the settings anew: the web server's asgi.py would otherwise
+        # take DJANGO_DEBUG unset for production.
+        os.environ.setdefault("DJANGO_DEBUG", "1" if settings.DEBUG else "0")
         # Each line out at once: the children's lines are copied in between (_relay).
         sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
         self.stop = StopRequest()
@@ -87,7 +90,8 @@ class Command(BaseCommand):
             for name, argv in self._processes(host, port):
                 if self.stop.requested:
                     return
-                self.stdout.write(f"  starting {name}: manage.py {' '.join(argv)}")
+                shown = " ".join(argv).replace(MANAGE, "manage.py").removeprefix("-m ")
+                self.stdout.write(f"  starting {name}: {shown}")
                 children.start(Child(name, argv))
             self._welcome(host, port)
             self._run(children)
@@ -95,19 +99,25 @@ class Command(BaseCommand):
             self._shut_down(children, embedded)
 
     def _processes(self, host: str, port: int) -> list[tuple[str, list[str]]]:
-        """Name and manage.py arguments of each process the demo runs."""
+        """Name and Python arguments of each process the demo runs."""
+        # The site through uvicorn (ASGI), as in production, so chat pages get their
+        # messages pushed; it serves the static files itself with debug on (asgi.py).
+        # Open event streams never end: after SIGTERM they get 2 s, then are closed.
+        web = ["-m", "uvicorn", "marketplace.asgi:application", "--host", host, "--port",
+               str(port), "--timeout-graceful-shutdown", "2"]  # fmt: skip
         return [
-            ("web", ["runserver", f"{host}:{port}", "--noreload"]),
+            ("web", web),
             (
                 "worker",
                 [
+                    MANAGE,
                     "rp_worker",
                     *settings.MARKETPLACE["WORKER_QUEUES"],
                     *settings.MARKETPLACE["WORKER_OPTIONS"],
                 ],
             ),
-            ("scheduler", ["rp_scheduler"]),
-            ("counter cleaner", ["rp_clean_counters"]),
+            ("scheduler", [MANAGE, "rp_scheduler"]),
+            ("counter cleaner", [MANAGE, "rp_clean_counters"]),
         ]
 
     def _welcome(self, host: str, port: int) -> None:
@@ -255,7 +265,7 @@ class Restarts:
 
 @dataclass
 class Child:
-    """One process of the demo: manage.py with ``argv``, and its restart record."""
+    """One process of the demo: Python with ``argv``, and its restart record."""
 
     name: str
     argv: list[str]
@@ -289,7 +299,7 @@ class ChildGroup:
             "stderr": subprocess.STDOUT,
             "env": {**os.environ, "PYTHONUNBUFFERED": "1"},  # lines as they come
         }
-        command = [sys.executable, MANAGE, *child.argv]
+        command = [sys.executable, *child.argv]
         process = None
         if self.pgid is not None:
             # OSError: every member of the group had exited; this child founds a new one.

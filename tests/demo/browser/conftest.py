@@ -15,14 +15,20 @@ test saves one of each page it had open.
 
 import os
 import signal
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import uvicorn
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+from django.core.asgi import get_asgi_application
 from django.core.management import call_command
 from django.test import override_settings
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
+from redisparts_app.testing import free_port
 from tests.processes import CONTEXT
 
 from .helpers import TIMEOUT_MS, save_screenshot
@@ -92,11 +98,46 @@ def site(live_server, redis_client, mail_dir: Path) -> str:
 @pytest.fixture
 def new_page(browser: Browser, site: str, request) -> Iterator[Callable[[], Page]]:
     """Open pages, each in a context of its own (a separate user); closed at teardown."""
+    yield from _pages(browser, site, request)
+
+
+@pytest.fixture
+def asgi_site(site: str) -> Iterator[str]:
+    """The same site (database, Redis, demo data) served through ASGI by uvicorn, in a
+    thread of the test process as live_server's WSGI server is, so chat pages get their
+    messages pushed as Server-Sent Events."""
+    app = ASGIStaticFilesHandler(get_asgi_application())
+    port = free_port()
+    # Open event streams never end: at teardown they get 1 s, then are closed.
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, lifespan="off", log_level="warning",
+        timeout_graceful_shutdown=1,
+    )  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)  # no signal handlers there
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            pytest.fail("uvicorn did not start serving the site")
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(15)
+
+
+@pytest.fixture
+def new_asgi_page(browser: Browser, asgi_site: str, request) -> Iterator[Callable[[], Page]]:
+    """new_page on the site served through ASGI."""
+    yield from _pages(browser, asgi_site, request)
+
+
+def _pages(browser: Browser, base_url: str, request) -> Iterator[Callable[[], Page]]:
     contexts: list[BrowserContext] = []
     pages: list[Page] = []
 
     def open_page() -> Page:
-        context = browser.new_context(base_url=site, viewport={"width": 1280, "height": 900})
+        context = browser.new_context(base_url=base_url, viewport={"width": 1280, "height": 900})
         context.set_default_timeout(TIMEOUT_MS)
         contexts.append(context)
         page = context.new_page()
