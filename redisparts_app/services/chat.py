@@ -643,7 +643,8 @@ async def aread_pushed(
     if client is None:
         client = _async_client(resolve_client(None))
     chat_id, member, last_id, block_ms = _push_args(chat_id, member, last_id, block_ms)
-    keys = _keys(chat_id, "members", "joined", "push")
+    base = make_key(COMPONENT, chat_id)  # the three keys built alone: once per wake-up
+    keys = [f"{base}:members", f"{base}:joined", f"{base}:push"]
     position, exists, joined, messages = await _shared_catch_up(client, keys, member, last_id)
     after, messages = _caught_up(chat_id, member, last_id, position, exists, joined, messages)
     if not messages and block_ms:
