@@ -16,6 +16,7 @@ on both. ``single_server`` leaves a test of such a module out of the cluster run
 
 import functools
 import os
+import signal
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -33,6 +34,16 @@ from redisparts_app.testing.servers import PROTOCOL_ENV, SERVER_CHOICE_ENV, serv
 from tests.faces import face  # noqa: F401 (a fixture: sync and async faces of the services)
 
 EXTERNAL_URL_ENV = "REDISPARTS_TEST_REDIS_URL"
+
+# Tests send Ctrl-C and hang-ups to the processes they start, as a terminal would. A test
+# run started in the background of a script inherits both signals ignored, and would pass
+# that on to those processes: they get the defaults back here.
+for _signal, _handler in (
+    (signal.SIGINT, signal.default_int_handler),
+    (signal.SIGHUP, signal.SIG_DFL),
+):
+    if signal.getsignal(_signal) == signal.SIG_IGN:
+        signal.signal(_signal, _handler)
 
 # The demo site's tests (tests/demo/) run only under the demo's settings:
 # `pytest tests/demo --ds=tests.demo.settings`, the PostgreSQL tests (tests/postgres/) only
