@@ -114,9 +114,14 @@ async def _increment_under_lock(client, rounds: int, log: list) -> None:
 
 
 @pytest.mark.cluster
-def test_coroutines_share_a_lock_without_blocking_the_loop(redis_client):
+def test_coroutines_share_a_lock_without_blocking_the_loop(redis_client, redis_backend):
     """10 coroutines of one loop: no increment lost, fences strictly increasing, and the
     loop keeps running other work while they wait (BLPOP of one waiter per connection)."""
+    if redis_backend == "cluster" and int(redis.__version__.split(".")[0]) >= 8:
+        # redis-py 8.1's asyncio cluster client sometimes loses a new connection's writer
+        # while other coroutines wait on the same node (AttributeError: 'NoneType' object
+        # has no attribute 'writelines' in its CLIENT SETINFO); see docs/api.md.
+        pytest.skip("redis-py 8.1's asyncio cluster client fails this now and then")
     fences: list[int] = []
     ticks = []
 
