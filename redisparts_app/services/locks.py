@@ -163,10 +163,7 @@ class Lock:
         self.timeout = check_seconds(
             app_settings.LOCK_TIMEOUT if timeout is None else timeout, "lock timeout"
         )
-        if renew_interval is None and max_renewals is None:
-            renew_interval = self.ttl / 3  # validate_heartbeat's default, without the call
-        else:
-            renew_interval = validate_heartbeat(renew_interval, self.ttl, max_renewals)
+        renew_interval = validate_heartbeat(renew_interval, self.ttl, max_renewals)
         self.client, self.aclient = immediate_clients(client)
         self.auto_renew = auto_renew
         self.renew_interval = renew_interval
