@@ -78,13 +78,14 @@ def _measured(runs: list[dict], name: str) -> list[dict]:
 
 def ratio_series(runs: list[dict], name: str) -> list[tuple[str, Ratio, list[float]]]:
     """Return each ratio of module ``name``: (section title, the latest Ratio, its values
-    over the runs), in the latest run's order. A ratio is the same one in two runs when
-    it has the same label in the section at the same place."""
+    over the runs and their repeats), in the latest run's order. A ratio is the same one
+    in two runs when it has the same label in the section at the same place."""
     found: dict[tuple[int, str], list[float]] = {}
     for run in _measured(runs, name):
-        for index, data in enumerate(run["modules"][name]["sections"]):
-            for ratio in data.get("ratios", []):
-                found.setdefault((index, ratio["label"]), []).append(ratio["value"])
+        for result in measurements(run["modules"][name]):
+            for index, data in enumerate(result["sections"]):
+                for ratio in data.get("ratios", []):
+                    found.setdefault((index, ratio["label"]), []).append(ratio["value"])
     latest = _measured(runs, name)[-1]["modules"][name]["sections"] if found else []
     series = []
     for index, data in enumerate(latest):
@@ -92,6 +93,12 @@ def ratio_series(runs: list[dict], name: str) -> list[tuple[str, Ratio, list[flo
         for ratio in section.ratios:
             series.append((section.title, ratio, found[(index, ratio.label)]))
     return series
+
+
+def measurements(result: dict) -> list[dict]:
+    """A module's result and the repeats bench.run made of it, those that did not fail:
+    each is one measurement of its ratios."""
+    return [result, *(r for r in result.get("repeats", []) if not r["error"])]
 
 
 def _spread(values: list[float]) -> str:
@@ -119,7 +126,9 @@ def spread_markdown(runs: list[dict], name: str) -> str:
     dates = [r["machine"]["date"] for r in measured]
     lines = [
         f"{len(measured)} run(s), {dates[0]} to {dates[-1]}: each ratio's median over the runs"
-        " and its spread (lowest..highest); a target counts as met when the median meets it.",
+        " (a module with a ratio within 5% of its target was run again in the same run, and"
+        " each repeat counts) and its spread (lowest..highest); a target counts as met when"
+        " the median meets it.",
         "",
         "| ratio | median | spread | runs | target | result (median) |",
         "|---|--:|--:|--:|--:|---|",

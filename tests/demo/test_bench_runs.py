@@ -3,7 +3,8 @@
 import json
 
 from bench.harness import Section, describe_state, render
-from bench.run import keep_run, module_timeout
+from bench.report import ratio_series, spread_summary
+from bench.run import close_to_target, keep_run, module_timeout
 
 
 def test_a_section_records_the_machine_state_it_was_made_in():
@@ -32,3 +33,32 @@ def test_a_module_may_ask_for_a_longer_timeout_than_the_default():
     assert module_timeout("market", 300.0) == 2400.0  # 10 s runs: TIMEOUT in bench/market.py
     assert module_timeout("locks", 300.0) == 300.0
     assert module_timeout("market", 5000.0) == 5000.0  # never shorter than asked
+
+
+def _result(*ratios, error=None):
+    """A module's result as bench.run records it: one section with these (value, target)."""
+    section = {"title": "t", "columns": ["x"], "rows": [[1]]}
+    section["ratios"] = [
+        {"label": f"r{i}", "value": value, "target": target, "at_most": False}
+        for i, (value, target) in enumerate(ratios)
+    ]
+    return {"status": "ok", "seconds": 1.0, "error": error, "sections": [section]}
+
+
+def test_a_module_with_a_ratio_near_its_target_is_picked_to_run_again():
+    results = {
+        "far": _result((0.5, 1.0), (2.0, 1.0), (3.0, None)),
+        "just_under": _result((0.96, 1.0)),
+        "just_over": _result((2.0, 1.0), (1.45, 1.4)),
+        "failed": {"status": "failed", "seconds": 1.0, "error": "boom", "sections": []},
+    }
+    assert close_to_target(results) == ["just_under", "just_over"]
+
+
+def test_the_repeats_of_a_run_count_in_the_median_and_the_spread():
+    first = _result((0.96, 1.0))
+    first["repeats"] = [_result((1.02, 1.0)), _result((1.01, 1.0)), _result(error="timed out")]
+    runs = [{"machine": {"date": "d"}, "modules": {"m": first}}]
+    [(_title, _ratio, values)] = ratio_series(runs, "m")
+    assert values == [0.96, 1.02, 1.01]  # the failed repeat is no measurement
+    assert "| r0 | 1.01x | 0.96..1.02 | 3 | >= 1x | met |" in spread_summary(runs)
