@@ -81,6 +81,7 @@ __all__ = [
     "resolve_client",
     "slot_client",
     "slot_is_moving",
+    "socket_timeout",
     "transaction",
     "while_resharding",
 ]
@@ -224,9 +225,11 @@ def _cluster_arguments(
 # -- the async face -------------------------------------------------------------------
 
 # Per event loop (a redis.asyncio connection belongs to the loop that opened it), the
-# async clients built so far, by (alias, settings generation): reset_clients() starts a
-# new generation rather than dropping clients that aclose_async_clients() must still close.
-_async_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], Any]]"
+# async clients built so far, by (alias, settings generation, blocking): reset_clients()
+# starts a new generation rather than dropping clients that aclose_async_clients() must
+# still close.
+_AsyncClients: TypeAlias = dict[tuple[str, int, bool], Any]
+_async_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _AsyncClients]"
 _async_clients = weakref.WeakKeyDictionary()
 _generation = 0
 # An async cluster client's plain clients of its primaries, for MULTI/WATCH (aslot_client).
@@ -242,12 +245,15 @@ _ASYNC_CONNECTION_CLASSES: dict[type, type] = {
 }
 
 
-def get_async_redis(alias: str | None = None) -> Client:
+def get_async_redis(alias: str | None = None, *, blocking: bool = False) -> Client:
     """Return the ``redis.asyncio`` client for ``alias`` in the running event loop.
 
     Built from the same CONNECTIONS entry as ``get_redis(alias)`` (a CACHE entry: from
-    the cache client's pool settings), once per event loop and alias. RuntimeError
-    outside a running loop; ConnectionNotConfigured as for get_redis.
+    the cache client's pool settings), once per event loop and alias. ``blocking=True``:
+    the client for reads that wait long (XREAD BLOCK of a push stream): no socket
+    timeout, and a connection of its own per read under way, however many wait, so
+    they never hold up the other calls' connections. RuntimeError outside a running
+    loop; ConnectionNotConfigured as for get_redis.
     """
     alias = alias or app_settings.DEFAULT_CONNECTION
     loop = asyncio.get_running_loop()
@@ -255,9 +261,10 @@ def get_async_redis(alias: str | None = None) -> Client:
     if clients is None:
         with _clients_lock:
             clients = _async_clients.setdefault(loop, {})
-    client = clients.get((alias, _generation))
+    client = clients.get((alias, _generation, blocking))
     if client is None:
-        client = clients[(alias, _generation)] = _build_async_client(_connection_config(alias))
+        config = _connection_config(alias)
+        client = clients[(alias, _generation, blocking)] = _build_async_client(config, blocking)
     return client
 
 
@@ -296,18 +303,29 @@ async def aclose_async_clients() -> None:
         await client.aclose()
 
 
-def _build_async_client(config: dict[str, Any]) -> Client:
-    """Build a new redis.asyncio client for a validated CONNECTIONS entry."""
+def _build_async_client(config: dict[str, Any], blocking: bool = False) -> Client:
+    """Build a new redis.asyncio client for a validated CONNECTIONS entry (``blocking``:
+    see get_async_redis)."""
     options = dict(config.get("OPTIONS", {}))
+    if blocking:  # no time limit on a reply, and no cap on the connections
+        options["socket_timeout"] = None
+        options.pop("max_connections", None)
     if "CACHE" in config:
-        return _async_twin(_cache_client(config["CACHE"]))
-    # A blocking pool: a burst of coroutines beyond its size (redis-py 8: 100 connections)
-    # waits for a connection rather than failing.
+        return _async_twin(_cache_client(config["CACHE"]), blocking)
     if "URL" in config:
+        if blocking:  # a connection per waiting read, as many as there are
+            pool = redis.asyncio.ConnectionPool.from_url(config["URL"], **options)
+            pool.connection_kwargs["socket_timeout"] = None  # even if the URL names one
+            return redis.asyncio.Redis(connection_pool=pool)
+        # A blocking pool: a burst of coroutines beyond its size (redis-py 8: 100
+        # connections) waits for a connection rather than failing.
         pool = redis.asyncio.BlockingConnectionPool.from_url(config["URL"], **options)
         return MultiplexedRedis(connection_pool=pool)
     if "CLUSTER" in config:
         nodes, options = _cluster_arguments(config)
+        if blocking:
+            options["socket_timeout"] = None
+            options.pop("max_connections", None)
         if isinstance(nodes, str):
             return redis.asyncio.RedisCluster.from_url(nodes, **options)
         startup = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in nodes]
@@ -319,12 +337,15 @@ def _build_async_client(config: dict[str, Any]) -> Client:
         **options,
     )
     return sentinel.master_for(
-        config["SERVICE_NAME"], redis_class=MultiplexedRedis, db=config.get("DB", 0)
+        config["SERVICE_NAME"],
+        redis_class=redis.asyncio.Redis if blocking else MultiplexedRedis,
+        db=config.get("DB", 0),
     )
 
 
-def _async_twin(client: Any) -> Client:
-    """Return a redis.asyncio client with the connection settings of a plain sync client."""
+def _async_twin(client: Any, blocking: bool = False) -> Client:
+    """Return a redis.asyncio client with the connection settings of a plain sync client
+    (``blocking``: see get_async_redis)."""
     pool = client.connection_pool
     connection_class = _ASYNC_CONNECTION_CLASSES.get(pool.connection_class)
     if type(pool) is not redis.ConnectionPool or connection_class is None:
@@ -334,6 +355,10 @@ def _async_twin(client: Any) -> Client:
         )
     # The parser is chosen per face (hiredis' sync parser does not serve asyncio).
     kwargs = {k: v for k, v in pool.connection_kwargs.items() if k != "parser_class"}
+    if blocking:
+        kwargs["socket_timeout"] = None
+        pool = redis.asyncio.ConnectionPool(connection_class=connection_class, **kwargs)
+        return redis.asyncio.Redis(connection_pool=pool)
     return MultiplexedRedis(
         connection_pool=redis.asyncio.BlockingConnectionPool(
             connection_class=connection_class, max_connections=pool.max_connections, **kwargs
@@ -546,6 +571,19 @@ def by_slot(client: Any, items: Iterable[T], key_of: Callable[[T], KeyT]) -> lis
 def is_cluster(client: Any) -> bool:
     """Whether ``client`` is a cluster client, sync or async (not a pipeline)."""
     return isinstance(client, RedisCluster | redis.asyncio.RedisCluster)
+
+
+def socket_timeout(client: Any) -> float | None:
+    """The seconds ``client``'s connections wait for a reply before they fail (None: no
+    limit), for any client: plain or cluster, sync or async. redis-py 8 sets 5 s unless
+    told otherwise; a blocking command must return before it."""
+    if isinstance(client, RedisCluster):
+        kwargs = client.nodes_manager.connection_kwargs
+    elif isinstance(client, redis.asyncio.RedisCluster):
+        kwargs = client.connection_kwargs
+    else:
+        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+    return kwargs.get("socket_timeout")
 
 
 def is_pipeline(client: Any) -> bool:

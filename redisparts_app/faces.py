@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from types import GeneratorType
 from typing import Any, TypeAlias, TypeVar
 
+import redis.asyncio
 from redis.exceptions import NoScriptError
 
 from . import lua
@@ -414,6 +415,11 @@ def _node_scripts(server: Any, name: str, calls: list[tuple[list[str], list[Any]
 async def arun(core: Core[T], client: Any = None) -> T:
     """Run ``core`` on the ``redis.asyncio`` ``client`` (None: get_async_redis())."""
     client = resolve_async_client(client)
+    if type(client) is redis.asyncio.RedisCluster:
+        # Read the slots first: redis-py 8.1 sends a call made before its first read of
+        # them to any node, and after a few MOVED replies closes every connection of
+        # the client, those other coroutines are using too. Once read, this returns at once.
+        await client.initialize()
     if not isinstance(core, GeneratorType):
         return await _ado(core, client)
     reply: Any = None

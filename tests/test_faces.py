@@ -4,6 +4,8 @@ coroutines at once, and a core left midway by a cancelled task."""
 
 import asyncio
 import itertools
+import threading
+import time
 
 import pytest
 import redis.asyncio
@@ -74,6 +76,45 @@ def test_a_url_entry_gives_an_async_client_of_its_server(redis_server_factory, u
     assert get_redis().get("where") is None
 
 
+@pytest.mark.parametrize("entry", ["URL", "CACHE"])
+def test_the_blocking_client_outwaits_the_socket_timeout_and_holds_no_pooled_connection(
+    redis_server_factory, entry
+):
+    """Long reads (a push stream's XREAD BLOCK) go through a client of their own: no socket
+    timeout, and a connection each however many wait, while the entry's client, bounded
+    to 2 connections, keeps serving."""
+    server = redis_server_factory()
+    options = {"socket_timeout": 0.2, "max_connections": 2}
+    connections = {"default": {"URL": server.url, "OPTIONS": options}}
+    caches = {
+        "default": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": server.url,
+            "OPTIONS": {"CONNECTION_POOL_KWARGS": options, "SOCKET_TIMEOUT": 0.2},
+        }
+    }
+    if entry == "CACHE":
+        connections = {"default": {"CACHE": "default"}}
+
+    async def wait_and_write():
+        blocking = get_async_redis(blocking=True)
+        assert blocking is get_async_redis(blocking=True)
+        assert blocking is not get_async_redis()
+        reads = [
+            asyncio.ensure_future(blocking.execute_command("BLPOP", f"wake{n}", 1))
+            for n in range(5)
+        ]
+        await asyncio.sleep(0.5)  # past the entry's socket timeout: the reads still wait
+        plain = get_async_redis()
+        for n in range(5):  # the bounded client is not held up by the five waiting reads
+            await plain.rpush(f"wake{n}", "go")
+        return await asyncio.gather(*reads)
+
+    with override_settings(REDISPARTS={"CONNECTIONS": connections}, CACHES=caches):
+        replies = run(wait_and_write())
+    assert [list(reply) for reply in replies] == [[f"wake{n}".encode(), b"go"] for n in range(5)]
+
+
 def test_a_service_given_an_async_client_uses_it(redis_server_factory, redis_client):
     server = redis_server_factory()
 
@@ -99,8 +140,7 @@ def test_a_sentinels_entry_gives_an_async_client_of_the_master(tmp_path):
         assert setup.master.client().exists("rp:mail:{bob}:box") == 1
 
 
-# Coroutines holding the lock in turn (redis-py 8.1's async cluster client loses a
-# connection's writer when more than about ten of them block on one node at once).
+# Coroutines holding the lock in turn.
 COROUTINES = 10
 
 
@@ -117,11 +157,6 @@ async def _increment_under_lock(client, rounds: int, log: list) -> None:
 def test_coroutines_share_a_lock_without_blocking_the_loop(redis_client, redis_backend):
     """10 coroutines of one loop: no increment lost, fences strictly increasing, and the
     loop keeps running other work while they wait (BLPOP of one waiter per connection)."""
-    if redis_backend == "cluster" and int(redis.__version__.split(".")[0]) >= 8:
-        # redis-py 8.1's asyncio cluster client sometimes loses a new connection's writer
-        # while other coroutines wait on the same node (AttributeError: 'NoneType' object
-        # has no attribute 'writelines' in its CLIENT SETINFO); see docs/api.md.
-        pytest.skip("redis-py 8.1's asyncio cluster client fails this now and then")
     fences: list[int] = []
     ticks = []
 
@@ -146,6 +181,30 @@ def test_coroutines_share_a_lock_without_blocking_the_loop(redis_client, redis_b
     assert len(fences) == 100
     assert all(a < b for a, b in itertools.pairwise(fences))
     assert len(ticks) > 5
+
+
+@pytest.mark.cluster
+def test_a_lock_waited_for_longer_than_the_socket_timeout_is_acquired(
+    face, redis_backend, redis_url, request
+):
+    """A waiter's BLPOP returns before the connection's socket timeout (redis-py 8 sets
+    5 s unless told otherwise), however long the lock is held: on a timed-out socket
+    the wait would fail, and redis-py 8.1's async cluster client would go on to close
+    connections other coroutines are using."""
+    if redis_backend == "cluster":
+        entry = {"CLUSTER": request.getfixturevalue("redis_cluster").startup_nodes}
+    else:
+        entry = {"URL": redis_url}
+    connections = {"default": {**entry, "OPTIONS": {"socket_timeout": 0.3}}}
+    with override_settings(REDISPARTS={"CONNECTIONS": connections}):
+        holder = Lock("slow", ttl=5)
+        assert holder.acquire()
+        threading.Timer(1.0, holder.release).start()  # held 3x the socket timeout
+        waiter = face(Lock("slow", ttl=5, timeout=5))
+        started = time.monotonic()
+        assert waiter.acquire()
+        assert time.monotonic() - started >= 0.9
+        waiter.release()
 
 
 def test_a_cancelled_call_leaves_its_core_closed(redis_client):

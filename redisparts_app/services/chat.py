@@ -76,18 +76,14 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio
 import redis.asyncio.cluster
-import redis.asyncio.connection
-import redis.asyncio.sentinel
-from redis.cluster import RedisCluster
-from redis.sentinel import SentinelConnectionPool
 
 from .. import faces
 from ..conf import app_settings, positive_int_setting
 from ..connection import (
     Client,
     by_slot,
+    get_async_redis,
     resolve_client,
     slot_client,
 )
@@ -631,9 +627,8 @@ async def aread_pushed(
     *,
     client: Any = None,
 ) -> list[ChatMessage]:
-    """read_pushed() on asyncio: ``client`` is a redis.asyncio client (default: one
-    built per event loop from get_redis()'s settings, with no socket timeout, since the
-    read blocks).
+    """read_pushed() on asyncio: ``client`` is a redis.asyncio client (default:
+    ``get_async_redis(blocking=True)``, with no socket timeout, since the read blocks).
 
     The readers of one chat in this process asking from the same id share the round
     trips: one membership and catch-up read for all that ask in the same turn of the
@@ -641,7 +636,7 @@ async def aread_pushed(
     reply, and they wait again with one more round trip.
     """
     if client is None:
-        client = _async_client(resolve_client(None))
+        client = get_async_redis(blocking=True)
     chat_id, member, last_id, block_ms = _push_args(chat_id, member, last_id, block_ms)
     base = make_key(COMPONENT, chat_id)  # the three keys built alone: once per wake-up
     keys = [f"{base}:members", f"{base}:joined", f"{base}:push"]
@@ -713,65 +708,12 @@ def _pushed(chat_id: str, after: int, messages: list[ChatMessage]) -> list[ChatM
     return messages
 
 
-# Asyncio clients, per event loop (a redis.asyncio connection belongs to the loop that
-# opened it), each beside the sync client it was built from.
-_async_clients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[tuple[Any, Any]]]"
-_async_clients = weakref.WeakKeyDictionary()
 # Reads under way that readers share, per loop: catch-up reads by (client id, stream key,
 # id) -> (the members asking, the read); XREADs by (client id, stream key, id, wait).
 _catch_ups: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, Any]]"
 _catch_ups = weakref.WeakKeyDictionary()
 _xreads: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple, _Shared]]"
 _xreads = weakref.WeakKeyDictionary()
-
-
-def _async_client(client: Client) -> Any:
-    """The asyncio twin of the sync ``client`` for the running loop, built once."""
-    twins = _async_clients.setdefault(asyncio.get_running_loop(), [])
-    for sync, twin in twins:
-        if sync is client:
-            return twin
-    twin = _build_async_client(client)
-    twins.append((client, twin))
-    return twin
-
-
-# Connection settings a twin does not take: the socket timeout (its reads block longer)
-# and redis-py's sync-only classes (the asyncio client picks its own parser, hiredis
-# when installed).
-_SYNC_ONLY = ("socket_timeout", "retry", "redis_connect_func", "connection_pool", "parser_class")
-_CLUSTER_OPTIONS = ("username", "password", "protocol", "ssl", "socket_connect_timeout")
-
-
-def _build_async_client(client: Client) -> Any:
-    if isinstance(client, RedisCluster):
-        manager = client.nodes_manager
-        options = {k: v for k, v in manager.connection_kwargs.items() if k in _CLUSTER_OPTIONS}
-        nodes = [
-            redis.asyncio.cluster.ClusterNode(node.host, node.port)
-            for node in manager.startup_nodes.values()
-        ]
-        # redis-py 5.2 declares connection_pool abstract on its cluster clients.
-        return redis.asyncio.cluster.RedisCluster(startup_nodes=nodes, **options)  # type: ignore[abstract]
-    pool = client.connection_pool
-    options = {k: v for k, v in pool.connection_kwargs.items() if k not in _SYNC_ONLY}
-    if isinstance(pool, SentinelConnectionPool):
-        manager = pool.sentinel_manager
-        sentinels = [
-            (
-                s.connection_pool.connection_kwargs["host"],
-                s.connection_pool.connection_kwargs["port"],
-            )
-            for s in manager.sentinels
-        ]
-        sentinel = redis.asyncio.sentinel.Sentinel(
-            sentinels, sentinel_kwargs=manager.sentinel_kwargs, **options
-        )
-        return sentinel.master_for(pool.service_name)
-    kind = getattr(redis.asyncio.connection, pool.connection_class.__name__)
-    return redis.asyncio.Redis(
-        connection_pool=redis.asyncio.ConnectionPool(connection_class=kind, **options)
-    )
 
 
 class _Shared:

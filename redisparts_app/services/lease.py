@@ -53,7 +53,7 @@ from typing import Any
 import redis
 
 from .. import faces
-from ..connection import Client, get_redis, is_async_client, is_pipeline
+from ..connection import Client, get_redis, is_async_client, is_pipeline, socket_timeout
 from ..exceptions import InvalidArgument
 from ..validation import check_int, check_seconds, to_ms
 
@@ -406,8 +406,5 @@ class Lease:
 
 def _longest_block(client: Client) -> float:
     """Return how long one blocking call may last before the client's socket times out."""
-    pool = getattr(client, "connection_pool", None)
-    socket_timeout = getattr(pool, "connection_kwargs", {}).get("socket_timeout")
-    if socket_timeout:
-        return max(0.001, socket_timeout / 2)
-    return math.inf
+    limit = socket_timeout(client)
+    return max(0.001, limit / 2) if limit else math.inf
