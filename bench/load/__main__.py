@@ -1,14 +1,18 @@
 """Serve the demo as in production and put a bounded load on it (``make load``).
 
     .venv/bin/python -m bench.load [--users 20] [--duration 60] [--workers N]
-        [--output var/load]
+        [--server asgi|wsgi] [--output var/load]
 
 In a temporary folder it starts an embedded redis-server, migrates the database
 (DATABASE_URL when set, else a throwaway SQLite), collects the static files, loads the
-demo data and one account per simulated user, then serves the site with gunicorn
-(marketplace.wsgi, production settings: debug off, whitenoise, manifest static files) with
-the task worker and the scheduler beside it. Loopback has no TLS, so the site runs with
-DJANGO_HTTPS=0. locust (bench/load/locustfile.py) then runs headless on 127.0.0.1.
+demo data and one account per simulated user, then serves the site as in production:
+gunicorn with uvicorn workers (marketplace.asgi; ``--server wsgi``: gunicorn's sync
+workers on marketplace.wsgi), production settings (debug off, whitenoise, manifest static
+files), the task worker and the scheduler beside it. Loopback has no TLS, so the site runs
+with DJANGO_HTTPS=0. locust (bench/load/locustfile.py) then runs headless on 127.0.0.1:
+under ASGI each simulated user's open chat page holds its event stream, as a browser does,
+and the time from sending a message to each member's receipt is measured; under WSGI the
+page polls.
 
 Writes to --output: report.md (requests/s, p50/p95/p99 latency, errors per request kind
 and in all, status codes, CPU used), report.csv (the same figures), results.json (what
@@ -153,6 +157,13 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+# What gunicorn serves, by --server: the application and its worker class.
+SERVERS = {
+    "asgi": ["marketplace.asgi:application", "--worker-class", "uvicorn_worker.UvicornWorker"],
+    "wsgi": ["marketplace.wsgi"],
+}
+
+
 def process_groups(gunicorn, worker, scheduler, redis_pidfile: Path) -> dict[str, list[int]]:
     """The pids whose CPU time the report shows: gunicorn's master and workers, and so on."""
     workers = [child.pid for child in psutil.Process(gunicorn.pid).children()]
@@ -172,6 +183,13 @@ def main() -> None:
         type=int,
         default=2 * os.cpu_count() + 1,
         help="gunicorn workers (default 2 x cores + 1)",
+    )
+    parser.add_argument(
+        "--server",
+        choices=sorted(SERVERS),
+        default="asgi",
+        help="asgi: uvicorn workers, chat pages on their event streams (the production "
+        "profile, default); wsgi: sync workers, chat pages polling",
     )
     parser.add_argument("--output", type=Path, default=ROOT / "var" / "load")
     options = parser.parse_args()
@@ -210,15 +228,19 @@ def measure(options: argparse.Namespace) -> tuple[dict, dict]:
         manage = [sys.executable, str(ROOT / "manage.py")]
         # No control socket: it would go to the home folder, shared by every gunicorn there.
         gunicorn = start(
-            [sys.executable, "-m", "gunicorn", "marketplace.wsgi", "--bind", f"127.0.0.1:{port}",
-             "--workers", str(options.workers), "--no-control-socket"],
+            [sys.executable, "-m", "gunicorn", *SERVERS[options.server],
+             "--bind", f"127.0.0.1:{port}", "--workers", str(options.workers),
+             "--no-control-socket"],
             env, log, stack,
         )  # fmt: skip
         worker = start([*manage, "rp_worker", "email", "default"], env, log, stack)
         scheduler = start([*manage, "rp_scheduler"], env, log, stack)
         wait_until_serving(f"{base}/", gunicorn, log_path)
         groups = process_groups(gunicorn, worker, scheduler, redis_pidfile)
-        print(f"gunicorn serves {base} with {options.workers} workers; locust starts")
+        print(
+            f"gunicorn ({options.server}) serves {base} with {options.workers} workers; "
+            "locust starts"
+        )
         results_path = options.output / "results.json"
         results_path.unlink(missing_ok=True)
         load_before = os.getloadavg()
@@ -230,7 +252,7 @@ def measure(options: argparse.Namespace) -> tuple[dict, dict]:
              "--users", str(options.users + 1), "--spawn-rate", str(scenario.SPAWN_RATE),
              "--run-time", f"{options.duration}s", "--stop-timeout", "10",
              "--host", base, "--only-summary"],
-            env={**env, "LOAD_RESULTS": str(results_path)},
+            env={**env, "LOAD_RESULTS": str(results_path), "LOAD_SERVER": options.server},
             cwd=ROOT,
             timeout=options.duration + 120,
         )  # fmt: skip
@@ -257,8 +279,17 @@ def measure(options: argparse.Namespace) -> tuple[dict, dict]:
 
 # Requests every run must make; one missing means the scenario no longer fits the pages.
 EXERCISED = ("POST /login/ (POST)", "POST /market/buy/", "POST /market/sell/",
-             "POST /chat/[id]/send/", "GET /chat/[id]/poll/", "GET /metrics",
-             "GET /health/")  # fmt: skip
+             "POST /chat/[id]/send/", "GET /metrics", "GET /health/")  # fmt: skip
+# And the chat page's own, by server: its event stream and each message's delivery
+# through it, or its poll.
+EXERCISED_CHAT = {
+    "asgi": (f"GET {scenario.EVENTS}", f"SSE {scenario.DELIVERY}"),
+    "wsgi": (f"GET {scenario.POLL}",),
+}
+WORKER_KINDS = {
+    "asgi": "uvicorn workers (chat pages on their event streams)",
+    "wsgi": "sync workers (chat pages polling)",
+}
 COLUMNS = ("requests", "requests_per_s", "p50_ms", "p95_ms", "p99_ms", "max_ms", "errors")
 
 
@@ -287,8 +318,8 @@ def render_report(options: argparse.Namespace, results: dict, machine: dict) -> 
         f"{options.users} simulated users (one account each, {low}-{high} s between clicks, "
         f"{scenario.SPAWN_RATE} started per second) and a monitoring scraper (/metrics and "
         f"/health/ every {scenario.SCRAPE_SECONDS} s) for {options.duration} s on loopback; "
-        f"gunicorn with {options.workers} sync workers, production settings, whitenoise; "
-        "embedded redis-server; task worker and scheduler running.",
+        f"gunicorn with {options.workers} {WORKER_KINDS[options.server]}, production settings, "
+        "whitenoise; embedded redis-server; task worker and scheduler running.",
         "",
         "| request | requests | requests/s | p50 ms | p95 ms | p99 ms | max ms | errors |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -311,7 +342,8 @@ def render_report(options: argparse.Namespace, results: dict, machine: dict) -> 
         "",
     ]
     made = {f"{row['method']} {row['name']}" for row in results["pages"] if row["requests"]}
-    if missing := [name for name in EXERCISED if name not in made]:
+    expected = (*EXERCISED, *EXERCISED_CHAT[options.server])
+    if missing := [name for name in expected if name not in made]:
         lines += [f"Not exercised (the pages may have changed): {', '.join(missing)}", ""]
     if results["errors"]:
         lines += ["| errors | count |", "|---|---:|"]

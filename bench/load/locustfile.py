@@ -3,10 +3,13 @@
 Each simulated user logs in once with its own account (bench/load/scenario.py), then
 browses like a person, a second or so between clicks: the main pages, the market (buy
 the cheapest listing of someone else, put an item of its inventory up for sale), its
-group chat (send a message, and the poll its open chat page makes every 1.5 s), and a
-static file now and then. When the run ends, the figures per page, the errors, every
-response's status code and the market's answers to the purchases go to the JSON file
-named by LOAD_RESULTS.
+group chat (send a message), and a static file now and then. Its open chat page follows
+the chat as the browser would: under ASGI (LOAD_SERVER=asgi) it holds the chat's event
+stream all along, and each message a member receives counts as one "SSE" request whose
+time is from the moment its sender posted it to that receipt (the senders are users of
+this process, so one clock); under WSGI it polls every 1.5 s. When the run ends, the
+figures per page, the errors, every response's status code and the market's answers to
+the purchases go to the JSON file named by LOAD_RESULTS.
 """
 
 import html
@@ -15,13 +18,27 @@ import json
 import os
 import random
 import re
+import time
 from collections import Counter
 from pathlib import Path
 
+import gevent
+import requests
 from locust import HttpUser, between, constant_pacing, events, task
 from locust.exception import StopUser
 
-from bench.load.scenario import PASSWORD, SCRAPE_SECONDS, THINK_SECONDS, chat_id, username
+from bench.load.scenario import (
+    DELIVERY,
+    EVENTS,
+    PASSWORD,
+    POLL,
+    SCRAPE_SECONDS,
+    THINK_SECONDS,
+    chat_id,
+    username,
+)
+
+PUSH = os.environ.get("LOAD_SERVER", "asgi") == "asgi"
 
 STATUS_CODES: Counter[int] = Counter()
 OUTCOMES: Counter[str] = Counter()
@@ -35,6 +52,7 @@ INVENTORY = re.compile(r'<section class="card" id="inventory">(.*?)</section>', 
 CHIP = re.compile(r"<li>([^<]*)</li>")
 CHAT_AFTER = re.compile(r'id="chat-after" name="after" value="(\d+)"')
 STYLESHEET = re.compile(r'href="(/static/marketplace/site[^"]*\.css)"')
+SENT_AT = re.compile(r"sent at (\d+\.\d+)")
 # A purchase answered with a message on the market page: what the market said.
 PURCHASE_ANSWERS = {
     "You bought": "bought",
@@ -107,6 +125,55 @@ class MarketUser(HttpUser):
                 response.failure(f"{self.username} could not log in")
                 raise StopUser
         self._read_market(response.text)
+        self.listener = gevent.spawn(self._follow_chat) if PUSH else None
+
+    def on_stop(self) -> None:
+        if self.listener is not None:
+            self.listener.kill()
+
+    def _follow_chat(self) -> None:
+        """Hold the chat's event stream as the open page does, reconnecting from the last
+        event id when it ends, and time each message from its sending to its receipt."""
+        session = requests.Session()  # its own connection, beside the clicks' session
+        session.cookies.update(self.client.cookies)
+        # The page opens the stream after the last message it shows.
+        page = session.get(f"{self.host}/chat/{self.chat}/", timeout=30).text
+        found = CHAT_AFTER.search(page)
+        last_id = found.group(1) if found else "0"
+        while True:
+            started = time.perf_counter()
+            try:
+                with session.get(
+                    f"{self.host}/chat/{self.chat}/events/",
+                    params={"after": last_id},
+                    headers={"Last-Event-ID": last_id},
+                    stream=True,
+                    timeout=(10, 30),  # a keep-alive comes every 15 s
+                ) as response:
+                    STATUS_CODES[response.status_code] += 1
+                    refused = None if response.ok else f"status {response.status_code}"
+                    self._report("GET", EVENTS, time.perf_counter() - started, refused)
+                    if refused:
+                        gevent.sleep(1)
+                        continue
+                    for line in response.iter_lines(decode_unicode=True):
+                        if line.startswith("id: "):
+                            last_id = line[4:]
+                        for sent in SENT_AT.findall(line):
+                            self._report("SSE", DELIVERY, time.time() - float(sent))
+            except requests.RequestException as exc:
+                self._report("GET", EVENTS, time.perf_counter() - started, str(exc))
+                gevent.sleep(1)
+
+    def _report(self, kind: str, name: str, seconds: float, error: str | None = None) -> None:
+        self.environment.events.request.fire(
+            request_type=kind,
+            name=name,
+            response_time=seconds * 1000,
+            response_length=0,
+            exception=RuntimeError(error) if error else None,
+            context={},
+        )
 
     def _csrf(self) -> dict[str, str]:
         return {"csrfmiddlewaretoken": self.client.cookies.get("csrftoken", "")}
@@ -165,20 +232,22 @@ class MarketUser(HttpUser):
         if found:
             self.after = int(found.group(1))
 
-    @task(6)
     def chat_poll(self) -> None:
         response = self.client.get(
             f"/chat/{self.chat}/poll/?after={self.after}",
-            name="/chat/[id]/poll/",
+            name=POLL,
             headers={"HX-Request": "true"},
         )
         found = CHAT_AFTER.search(response.text)
         if found:
             self.after = int(found.group(1))
 
+    if not PUSH:  # the page polls only when it has no event stream
+        chat_poll = task(6)(chat_poll)
+
     @task(2)
     def chat_send(self) -> None:
-        text = f"{self.username} says hello ({random.randint(1, 10**6)})"
+        text = f"{self.username} says hello, sent at {time.time():.6f}"
         self.client.post(
             f"/chat/{self.chat}/send/",
             {"text": text, **self._csrf()},

@@ -19,6 +19,11 @@ ITEMS_PER_ACCOUNT = 6
 LISTED_PER_ACCOUNT = 2
 # Users per group chat.
 CHAT_SIZE = 5
+# The chat page's requests as the report names them: its event stream (ASGI), each
+# message's delivery through it (send to receipt), its poll (WSGI).
+EVENTS = "/chat/[id]/events/"
+DELIVERY = "/chat/[id]/events/ (send to receipt)"
+POLL = "/chat/[id]/poll/"
 
 
 def username(number: int) -> str:

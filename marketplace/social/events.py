@@ -86,9 +86,7 @@ async def _stream(
             # The page has shown them: take them as a poll would, so unread counts and
             # the pending messages behave the same.
             try:
-                await sync_to_async(chat.fetch_chat_messages, thread_sensitive=False)(
-                    chat_id, user.username
-                )
+                await chat.afetch_chat_messages(chat_id, user.username)
             except (ChatNotFound, NotChatMember):
                 yield _event("", "stop")
                 return
