@@ -9,7 +9,7 @@ reach another component's keys or a SCAN pattern.
 """
 
 import re
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from functools import cache
 
 from redis.cluster import RedisCluster
@@ -24,6 +24,7 @@ from .validation import FORBIDDEN_KEY_CATEGORIES, FORBIDDEN_KEY_CHARACTERS, chec
 __all__ = [
     "FORBIDDEN_CATEGORIES",
     "FORBIDDEN_CHARACTERS",
+    "ascan_keys",
     "component_pattern",
     "is_key_part",
     "make_key",
@@ -86,6 +87,13 @@ def scan_keys(client: Client, pattern: str, count: int = 500) -> Iterator[bytes]
     On a Redis Cluster client, redis-py scans every primary.
     """
     yield from client.scan_iter(match=pattern, count=count)
+
+
+async def ascan_keys(client: Client, pattern: str, count: int = 500) -> AsyncIterator[bytes]:
+    """The async twin of ``scan_keys``, on a redis.asyncio client (every primary of a
+    cluster, too)."""
+    async for key in client.scan_iter(match=pattern, count=count):
+        yield key
 
 
 def scan_step(client: Client, cursor: int, pattern: str, count: int) -> tuple[int, list[bytes]]:

@@ -16,8 +16,9 @@
 - ``ResponseTimeMiddleware``: each view's response time in the hourly statistics.
 
 Each is sync and async capable (Django's middleware rules): under ASGI with async views
-the chain stays async, and the few Redis calls run in a worker thread (``sync_to_async``)
-instead of the whole request being adapted.
+the chain stays async. ``MaintenanceMiddleware`` reads the flag with the async twin, in
+the event loop; the other Redis calls run in a worker thread (``sync_to_async``) instead
+of the whole request being adapted.
 
 Import: ``from redisparts_app.middleware import PresenceMiddleware``.
 """
@@ -35,7 +36,7 @@ from django.template.response import TemplateResponse
 
 from .conf import app_settings
 from .exceptions import InvalidArgument
-from .services.config import maintenance_status
+from .services.config import Maintenance, amaintenance_status, maintenance_status
 from .services.presence import DEFAULT_DEVICE, record_activity
 from .services.stats import record_access_time, stats_context
 
@@ -87,9 +88,7 @@ class _Middleware:
         return response
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
-        state = None
-        if type(self).before is not _Middleware.before:
-            state = await sync_to_async(self.before)(request)
+        state = await self.abefore(request)
         if isinstance(state, HttpResponseBase):
             return state
         response = await self.get_response(request)
@@ -100,6 +99,13 @@ class _Middleware:
     def before(self, request: HttpRequest) -> Any:
         """Work before the view: a response to answer with, or a state for ``after``."""
         return None
+
+    async def abefore(self, request: HttpRequest) -> Any:
+        """``before`` in the async chain: in a worker thread, unless a subclass awaits its
+        Redis calls itself."""
+        if type(self).before is _Middleware.before:
+            return None
+        return await sync_to_async(self.before)(request)
 
     def after(self, request: HttpRequest, state: Any) -> None:
         """Work once the response is ready."""
@@ -178,7 +184,8 @@ class MaintenanceMiddleware(_Middleware):
     ``AuthenticationMiddleware``. Staff users and paths starting with one of
     ``REDISPARTS["MAINTENANCE_EXEMPT_PATHS"]`` (the admin by default, so staff can
     log in and clear the flag) get the normal page. The flag is read through
-    ``services.config.maintenance_status``, so Redis sees at most one read a second
+    ``services.config.maintenance_status`` (in an async chain its twin
+    ``amaintenance_status``, in the event loop), so Redis sees at most one read a second
     per process. If Redis cannot be reached the request goes on: the flag cannot be
     read, and a view that needs Redis answers the 503 of RedisUnavailableMiddleware.
     A staff member let through finds the status in ``request.redisparts_maintenance``
@@ -186,23 +193,50 @@ class MaintenanceMiddleware(_Middleware):
     """
 
     def before(self, request: HttpRequest) -> HttpResponseBase | None:
-        if not request.path.startswith(tuple(app_settings.MAINTENANCE_EXEMPT_PATHS)):
-            try:
-                status = maintenance_status()
-            except redis.RedisError as exc:
-                if not redis_unavailable(exc):
-                    raise
-                logger.warning("maintenance flag unreadable, serving normally: %s", exc)
-                status = None
-            user = getattr(request, "user", None)
-            request.redisparts_maintenance = status  # type: ignore[attr-defined]
-            if status is not None and not getattr(user, "is_staff", False):
-                response = TemplateResponse(
-                    request, MAINTENANCE_TEMPLATES, {"maintenance": status}, status=503
-                )
-                response["Retry-After"] = str(status.retry_after)
-                return response.render()
-        return None
+        if _exempt(request):
+            return None
+        try:
+            status = maintenance_status()
+        except redis.RedisError as exc:
+            _unreadable(exc)
+            status = None
+        return self._answer(request, status)
+
+    async def abefore(self, request: HttpRequest) -> HttpResponseBase | None:
+        # The flag is read in the event loop; only a page to answer (the user from the
+        # database, the template) goes to a thread.
+        if _exempt(request):
+            return None
+        try:
+            status = await amaintenance_status()
+        except redis.RedisError as exc:
+            _unreadable(exc)
+            status = None
+        if status is None:
+            return self._answer(request, None)
+        return await sync_to_async(self._answer)(request, status)
+
+    def _answer(self, request: HttpRequest, status: Maintenance | None) -> HttpResponseBase | None:
+        """The maintenance page for ``request``, or None to let it through (staff)."""
+        request.redisparts_maintenance = status  # type: ignore[attr-defined]
+        if status is None or getattr(getattr(request, "user", None), "is_staff", False):
+            return None
+        response = TemplateResponse(
+            request, MAINTENANCE_TEMPLATES, {"maintenance": status}, status=503
+        )
+        response["Retry-After"] = str(status.retry_after)
+        return response.render()
+
+
+def _exempt(request: HttpRequest) -> bool:
+    return request.path.startswith(tuple(app_settings.MAINTENANCE_EXEMPT_PATHS))
+
+
+def _unreadable(exc: redis.RedisError) -> None:
+    """Go on serving when Redis cannot tell the flag (the view may answer the 503)."""
+    if not redis_unavailable(exc):
+        raise exc
+    logger.warning("maintenance flag unreadable, serving normally: %s", exc)
 
 
 class ResponseTimeMiddleware(_Middleware):

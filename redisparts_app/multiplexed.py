@@ -32,6 +32,7 @@ from typing import Any
 import redis.asyncio
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import InvalidResponse
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 try:
     import hiredis
@@ -267,12 +268,19 @@ class MultiplexedRedis(redis.asyncio.Redis):
             setting = functools.partial(getattr, connection)
             path = setting("path", None)
             if path:
+                where = path
                 opening = loop.create_unix_connection(lambda: _Link(loop), path)
             else:
                 host, port = await self._address(connection)
+                where = f"{host}:{port}"
                 opening = loop.create_connection(lambda: _Link(loop), host, port)
-            async with asyncio.timeout(setting("socket_connect_timeout", None)):
-                _transport, link = await opening
+            try:
+                async with asyncio.timeout(setting("socket_connect_timeout", None)):
+                    _transport, link = await opening
+            except TimeoutError as exc:  # an OSError too: first
+                raise RedisTimeoutError(f"Timeout connecting to {where}") from exc
+            except OSError as exc:  # as redis-py's connections report it
+                raise RedisConnectionError(f"Error connecting to {where}: {exc}") from exc
             handshake: list[tuple[Any, ...]] = []
             username, password = setting("username", None), setting("password", None)
             if password:

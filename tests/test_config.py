@@ -1,3 +1,5 @@
+import asyncio
+import inspect
 import json
 import math
 
@@ -6,15 +8,13 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import override_settings
 
-from redisparts_app.connection import get_redis
+from redisparts_app.connection import aclose_async_clients, get_async_redis, get_redis
 from redisparts_app.exceptions import ComponentConnectionError, InvalidArgument
 from redisparts_app.services import config
 from redisparts_app.services.config import (
     clear_maintenance,
-    component_client,
     get_config,
     is_under_maintenance,
-    maintenance_status,
     redis_connection,
     set_config,
     set_maintenance,
@@ -42,51 +42,94 @@ def _fresh_cache():
     config.clear_local_cache()
 
 
+@pytest.fixture
+def svc(face):
+    """The config module on the test's face; the async component clients closed after."""
+    yield face(config)
+    if face.is_async:
+        face.run(config.aclose_component_clients())
+
+
 def gets(client) -> int:
     """GET commands the server (every primary of a cluster) has executed so far."""
     return command_calls(client, "get")
 
 
-def test_config_round_trip_and_missing_config_is_empty(redis_client):
-    assert get_config("logs", "main") == {}
-    set_config("logs", "main", {"level": "info", "targets": ["a", "b"], "ünï": 1})
-    assert get_config("logs", "main") == {"level": "info", "targets": ["a", "b"], "ünï": 1}
+def awaited(face, value):
+    """``value``, awaited on the async face (a command of an async client)."""
+    return face.run(value) if inspect.isawaitable(value) else value
+
+
+def test_config_round_trip_and_missing_config_is_empty(redis_client, svc):
+    assert svc.get_config("logs", "main") == {}
+    svc.set_config("logs", "main", {"level": "info", "targets": ["a", "b"], "ünï": 1})
+    assert svc.get_config("logs", "main") == {"level": "info", "targets": ["a", "b"], "ünï": 1}
     stored = redis_client.get(config.config_key("logs", "main"))
     assert json.loads(stored)["level"] == "info"
+    assert svc.delete_config("logs", "main") is True
+    assert svc.get_config("logs", "main") == {}
+    assert svc.delete_config("logs", "main") is False
 
 
-def test_get_config_reads_redis_once_per_interval_in_a_tight_loop(redis_client):
-    set_config("logs", "main", {"level": "info"})
+def test_get_config_reads_redis_once_per_interval_in_a_tight_loop(redis_client, svc):
+    svc.set_config("logs", "main", {"level": "info"})
     clock = Clock(0.0)
     before = gets(redis_client)
     for tick in range(1500):  # 15 simulated seconds, 100 reads a second
         clock.now = tick / 100
-        assert get_config("logs", "main", wait=1.0, clock=clock) == {"level": "info"}
+        assert svc.get_config("logs", "main", wait=1.0, clock=clock) == {"level": "info"}
     assert gets(redis_client) - before == 15
 
 
-def test_changes_elsewhere_show_after_the_interval_not_before(redis_client):
+def test_changes_elsewhere_show_after_the_interval_not_before(redis_client, svc):
     clock = Clock()
-    set_config("svc", "search", {"shards": 1})
-    assert get_config("svc", "search", wait=5, clock=clock) == {"shards": 1}
+    svc.set_config("svc", "search", {"shards": 1})
+    assert svc.get_config("svc", "search", wait=5, clock=clock) == {"shards": 1}
     redis_client.set(config.config_key("svc", "search"), json.dumps({"shards": 2}))  # elsewhere
     clock.now += 4.9
-    assert get_config("svc", "search", wait=5, clock=clock) == {"shards": 1}
+    assert svc.get_config("svc", "search", wait=5, clock=clock) == {"shards": 1}
     clock.now += 0.1
-    assert get_config("svc", "search", wait=5, clock=clock) == {"shards": 2}
+    assert svc.get_config("svc", "search", wait=5, clock=clock) == {"shards": 2}
 
 
-def test_setting_in_this_process_is_seen_at_once():
+def test_setting_in_this_process_is_seen_at_once(svc):
     clock = Clock()
-    assert get_config("svc", "a", clock=clock) == {}
+    assert svc.get_config("svc", "a", clock=clock) == {}
+    svc.set_config("svc", "a", {"x": 1})
+    assert svc.get_config("svc", "a", clock=clock) == {"x": 1}
+    svc.delete_config("svc", "a")
+    assert svc.get_config("svc", "a", clock=clock) == {}
+
+
+def test_callers_cannot_change_the_cached_value(svc):
+    svc.set_config("svc", "a", {"items": [1]})
+    svc.get_config("svc", "a")["items"].append(2)
+    assert svc.get_config("svc", "a") == {"items": [1]}
+
+
+def test_both_faces_share_one_cache(redis_client):
     set_config("svc", "a", {"x": 1})
+    clock = Clock()
+    before = gets(redis_client)
+
+    async def read_async():
+        try:
+            return (
+                await config.aget_config("svc", "a", clock=clock),
+                await config.ais_under_maintenance(clock=clock),
+            )
+        finally:
+            await aclose_async_clients()
+
     assert get_config("svc", "a", clock=clock) == {"x": 1}
-
-
-def test_callers_cannot_change_the_cached_value():
-    set_config("svc", "a", {"items": [1]})
-    get_config("svc", "a")["items"].append(2)
-    assert get_config("svc", "a") == {"items": [1]}
+    assert is_under_maintenance(clock=clock) is False
+    assert asyncio.run(read_async()) == ({"x": 1}, False)  # from the cache the sync face filled
+    assert gets(redis_client) - before == 2
+    clock.now += 1
+    redis_client.set(config.maintenance_key(), "1")  # elsewhere
+    assert asyncio.run(read_async()) == ({"x": 1}, True)
+    assert is_under_maintenance(clock=clock) is True  # from the cache the async face filled
+    assert gets(redis_client) - before == 4
 
 
 @pytest.mark.parametrize(
@@ -99,34 +142,39 @@ def test_callers_cannot_change_the_cached_value():
         ({"blob": "x" * 70_000}, "the limit is 65536"),
     ],
 )
-def test_bad_config_is_refused_before_writing(redis_client, value, message):
+def test_bad_config_is_refused_before_writing(redis_client, svc, value, message):
     with pytest.raises(InvalidArgument, match=message):
-        set_config("svc", "a", value)
+        svc.set_config("svc", "a", value)
     assert redis_client.dbsize() == 0
 
 
-def test_size_limit_follows_the_setting(redis_client):
+def test_size_limit_follows_the_setting(redis_client, svc):
     limited = {**settings.REDISPARTS, "CONFIG_MAX_BYTES": 20}
     with (
         override_settings(REDISPARTS=limited),
         pytest.raises(InvalidArgument, match="the limit is 20"),
     ):
-        set_config("svc", "a", {"name": "x" * 20})
+        svc.set_config("svc", "a", {"name": "x" * 20})
     assert redis_client.dbsize() == 0
 
 
 @pytest.mark.parametrize(("kind", "name"), [("", "a"), ("svc", "a:b"), ("sv{c}", "a")])
-def test_bad_type_or_name_is_refused(kind, name):
+def test_bad_type_or_name_is_refused(svc, kind, name):
     with pytest.raises(InvalidArgument):
-        set_config(kind, name, {})
+        svc.set_config(kind, name, {})
     with pytest.raises(InvalidArgument):
-        get_config(kind, name)
+        svc.get_config(kind, name)
+    with pytest.raises(InvalidArgument):
+        svc.delete_config(kind, name)
 
 
-def test_corrupt_stored_config_is_a_clear_error(redis_client):
+def test_corrupt_stored_config_is_a_clear_error(redis_client, svc):
     redis_client.set(config.config_key("svc", "a"), b"{not json")
     with pytest.raises(InvalidArgument, match="not valid JSON"):
-        get_config("svc", "a")
+        svc.get_config("svc", "a")
+    redis_client.set(config.config_key("svc", "b"), b"[1, 2]")
+    with pytest.raises(InvalidArgument, match="not a JSON object"):
+        svc.get_config("svc", "b")
 
 
 def _reads_with_own_clock(intervals: int) -> int:
@@ -151,39 +199,42 @@ def test_each_process_reads_once_per_interval(redis_client):
 # -- maintenance flag ------------------------------------------------------------------------
 
 
-def test_maintenance_flag_is_cached_for_one_second(redis_client):
+def test_maintenance_flag_is_cached_for_one_second(redis_client, svc):
     clock = Clock()
     before = gets(redis_client)
-    assert not is_under_maintenance(clock=clock)
+    assert not svc.is_under_maintenance(clock=clock)
     redis_client.set(config.maintenance_key(), json.dumps({"since": 1, "retry_after": 60}))
     for _ in range(1000):
         clock.now += 0.0009  # 0.9 s in all
-        assert not is_under_maintenance(clock=clock)
+        assert not svc.is_under_maintenance(clock=clock)
     assert gets(redis_client) - before == 1
     clock.now += 0.1
-    assert is_under_maintenance(clock=clock)
+    assert svc.is_under_maintenance(clock=clock)
+    assert svc.maintenance_status(clock=clock) == config.Maintenance(since=1, retry_after=60)
     assert gets(redis_client) - before == 2
 
 
-def test_set_and_clear_maintenance(redis_client):
-    status = set_maintenance(retry_after=120, message="Upgrading", clock=lambda: 42.0)
+def test_set_and_clear_maintenance(redis_client, svc):
+    status = svc.set_maintenance(retry_after=120, message="Upgrading", clock=lambda: 42.0)
     assert status == config.Maintenance(since=42.0, retry_after=120, message="Upgrading")
-    assert is_under_maintenance()
-    assert maintenance_status() == status
-    assert clear_maintenance() is True
-    assert not is_under_maintenance()
-    assert clear_maintenance() is False
+    assert svc.is_under_maintenance()
+    assert svc.maintenance_status() == status
+    assert svc.clear_maintenance() is True
+    assert not svc.is_under_maintenance()
+    assert svc.clear_maintenance() is False
 
 
-def test_flag_set_by_hand_still_counts(redis_client):
+def test_flag_set_by_hand_still_counts(redis_client, svc):
     redis_client.set(config.maintenance_key(), "1")
-    assert maintenance_status().retry_after == 300
+    assert svc.maintenance_status().retry_after == 300
 
 
 @pytest.mark.parametrize("retry_after", [0, -5, 1.5, "60", True])
-def test_bad_retry_after_is_refused(redis_client, retry_after):
+def test_bad_retry_after_is_refused(redis_client, svc, retry_after):
     with pytest.raises(InvalidArgument, match="retry_after"):
-        set_maintenance(retry_after=retry_after)
+        svc.set_maintenance(retry_after=retry_after)
+    with pytest.raises(InvalidArgument, match="message"):
+        svc.set_maintenance(message="x" * 2001)
     assert redis_client.dbsize() == 0
 
 
@@ -228,52 +279,64 @@ def test_maintenance_page_escapes_the_message(client):
 # -- connections per component ---------------------------------------------------------------
 
 
-def test_component_without_config_uses_the_default_connection():
-    assert component_client("logs") is get_redis()
+async def _default_async_client():
+    return get_async_redis()
 
 
-def test_component_client_follows_its_config(redis_client, redis_server_factory):
+def test_component_without_config_uses_the_default_connection(svc, face):
+    default = face.run(_default_async_client()) if face.is_async else get_redis()
+    assert svc.component_client("logs") is default
+
+
+def test_component_client_follows_its_config(redis_client, redis_server_factory, svc, face):
     other = redis_server_factory()
     clock = Clock()
-    set_config("redis", "logs", {"url": other.url, "socket_timeout": 5})
-    first = component_client("logs", clock=clock)
-    first.set("where", "other")
+    svc.set_config("redis", "logs", {"url": other.url, "socket_timeout": 5})
+    first = svc.component_client("logs", clock=clock)
+    awaited(face, first.set("where", "other"))
     assert other.client().get("where") == b"other"
     assert redis_client.get("where") is None
-    assert component_client("logs", clock=clock) is first  # cached while unchanged
+    assert svc.component_client("logs", clock=clock) is first  # cached while unchanged
     moved = redis_server_factory()
     redis_client.set(
         config.config_key("redis", "logs"), json.dumps({"url": moved.url})
     )  # elsewhere
     clock.now += 0.5
-    assert component_client("logs", clock=clock) is first  # not re-read within the interval
+    assert svc.component_client("logs", clock=clock) is first  # not re-read within the interval
     clock.now += 0.5
-    second = component_client("logs", clock=clock)
+    second = svc.component_client("logs", clock=clock)
     assert second is not first
-    second.set("where", "moved")
+    awaited(face, second.set("where", "moved"))
     assert moved.client().get("where") == b"moved"
 
 
-def test_redis_connection_decorator_passes_the_component_client(redis_server_factory):
+def test_redis_connection_decorator_passes_the_component_client(redis_server_factory, svc, face):
     other = redis_server_factory()
-    set_config("redis", "stats", {"url": other.url})
+    svc.set_config("redis", "stats", {"url": other.url})
+    if face.is_async:
 
-    @redis_connection("stats")
-    def record(conn, name: str) -> int:
-        return conn.incr(name)
+        @redis_connection("stats")
+        async def record(conn, name: str) -> int:
+            return await conn.incr(name)
 
-    assert record("hits") == 1
-    assert record("hits") == 2
+    else:
+
+        @redis_connection("stats")
+        def record(conn, name: str) -> int:
+            return conn.incr(name)
+
+    assert awaited(face, record("hits")) == 1
+    assert awaited(face, record("hits")) == 2
     assert other.client().get("hits") == b"2"
     assert record.__name__ == "record"
 
 
-def test_unusable_redis_config_is_refused_or_reported(redis_client):
+def test_unusable_redis_config_is_refused_or_reported(redis_client, svc):
     with pytest.raises(InvalidArgument, match=r"\['colour'\]: unknown redis-py client arguments"):
-        set_config("redis", "logs", {"colour": "blue"})
+        svc.set_config("redis", "logs", {"colour": "blue"})
     with pytest.raises(InvalidArgument, match=r"invalid url .*: must start with"):
-        set_config("redis", "logs", {"url": "http://example.com"})
+        svc.set_config("redis", "logs", {"url": "http://example.com"})
     redis_client.set(config.config_key("redis", "logs"), json.dumps({"bogus": 1}))
     config.clear_local_cache()
     with pytest.raises(ComponentConnectionError, match="bogus"):
-        component_client("logs")
+        svc.component_client("logs")

@@ -22,6 +22,7 @@ from redisparts_app.exceptions import (
     NotChatMember,
 )
 from redisparts_app.keys import scan_keys
+from redisparts_app.services import files, registry
 from redisparts_app.services.files import (
     copy_logs_to_redis,
     file_keys,
@@ -355,6 +356,22 @@ def test_interrupted_upload_deletes_the_channel(tmp_path, redis_client):
     with pytest.raises(KeyboardInterrupt):
         copy_logs_to_redis(tmp_path, "c", processors=2, limit=1000, progress=interrupt)
     assert redis_client.dbsize() == 0
+
+
+def test_a_channel_is_listed_until_it_is_deleted(tmp_path, redis_client, face):
+    svc = face(files)
+    copy_logs_to_redis(tmp_path, "stuck", processors=2, limit=100)  # nothing to wait for
+    done_key, chunk_keys = file_keys("stuck", 1, 2)  # what an uploader that died left
+    for key in (done_key, *chunk_keys):
+        redis_client.set(key, b"x", ex=60)
+    assert svc.channels() == ["stuck"]
+    with pytest.raises(InvalidArgument, match="channel"):
+        svc.delete_channel("stuck:{1}")
+    assert svc.delete_channel("stuck") == 3
+    assert svc.channels() == []
+    assert registry.names("files") == registry.names("chat") == []
+    assert redis_client.dbsize() == 0
+    assert svc.delete_channel("stuck") == 0  # nothing left: nothing to do
 
 
 def test_processor_waits_for_its_channel_then_gives_up(redis_client):

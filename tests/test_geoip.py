@@ -62,46 +62,53 @@ def small_data(tmp_path):
     return blocks, locations
 
 
-def test_block_boundaries_give_the_block_city(small_data):
+def test_block_boundaries_give_the_block_city(small_data, face):
+    geo = face(geoip)
+    assert geo.counts() == (0, 0)
     report = import_geoip(*small_data)
     assert (report.blocks, report.cities, report.bad_rows) == (4, 4, 0)
+    assert geo.counts() == (4, 4)
     paris = City("1", "Paris", "Île-de-France", "FR", "", "EU")
-    assert find_city("10.0.0.0") == paris
-    assert find_city("10.0.0.255") == paris
-    assert find_city("10.0.1.0").city == "東京"
-    assert find_city("10.0.1.255").country == "JP"
-    assert find_city("10.0.4.0").city_id == "3"
-    assert find_city("10.0.7.255").region == "Land Berlin"
+    assert geo.find_city("10.0.0.0") == paris
+    assert geo.find_city("10.0.0.255") == paris
+    assert geo.find_city("10.0.1.0").city == "東京"
+    assert geo.find_city("10.0.1.255").country == "JP"
+    assert geo.find_city("10.0.4.0").city_id == "3"
+    assert geo.find_city("10.0.7.255").region == "Land Berlin"
     # A block with only a registered country still gives the country.
-    assert find_city("10.1.255.255") == City("4", "", "", "NL", "", "EU")
+    assert geo.find_city("10.1.255.255") == City("4", "", "", "NL", "", "EU")
 
 
-def test_addresses_in_gaps_or_outside_every_block_give_none(small_data):
+def test_addresses_in_gaps_or_outside_every_block_give_none(small_data, face):
+    geo = face(geoip)
     import_geoip(*small_data)
-    assert find_city("9.255.255.255") is None  # before the first block
-    assert find_city("10.0.2.0") is None  # just past the end of 10.0.1.0/24
-    assert find_city("10.0.3.255") is None  # just before 10.0.4.0/22
-    assert find_city("10.0.8.0") is None
-    assert find_city("255.255.255.255") is None  # after the last block
-    assert find_city("0.0.0.0") is None
+    assert geo.find_city("9.255.255.255") is None  # before the first block
+    assert geo.find_city("10.0.2.0") is None  # just past the end of 10.0.1.0/24
+    assert geo.find_city("10.0.3.255") is None  # just before 10.0.4.0/22
+    assert geo.find_city("10.0.8.0") is None
+    assert geo.find_city("255.255.255.255") is None  # after the last block
+    assert geo.find_city("0.0.0.0") is None
 
 
-def test_lookup_before_any_import_gives_none():
-    assert find_city("1.2.3.4") is None
+def test_lookup_before_any_import_gives_none(face):
+    geo = face(geoip)
+    assert geo.find_city("1.2.3.4") is None
 
 
 @pytest.mark.parametrize(
     "value", ["", "1.2.3", "1.2.3.4.5", "256.1.1.1", "a.b.c.d", "1.2.3.-4", "::1", "01.2.3.4"]
 )
-def test_malformed_address_raises_a_clear_error(value):
+def test_malformed_address_raises_a_clear_error(face, value):
+    geo = face(geoip)
     with pytest.raises(InvalidArgument, match="invalid IPv4 address") as info:
-        find_city(value)
+        geo.find_city(value)
     assert isinstance(info.value, ValueError)
 
 
-def test_non_string_address_raises_type_error():
+def test_non_string_address_raises_type_error(face):
+    geo = face(geoip)
     with pytest.raises(TypeError, match="must be a string"):
-        find_city(167772160)
+        geo.find_city(167772160)
 
 
 def test_ip_to_score_matches_the_integer_form():
@@ -110,7 +117,8 @@ def test_ip_to_score_matches_the_integer_form():
     assert ip_to_score("255.255.255.255") == 2**32 - 1
 
 
-def test_sample_data_imports_and_every_block_resolves_at_both_ends():
+def test_sample_data_imports_and_every_block_resolves_at_both_ends(face):
+    geo = face(geoip)
     report = import_geoip(geoip.SAMPLE_BLOCKS, geoip.SAMPLE_LOCATIONS)
     assert report.bad_rows == 0
     assert report.blocks >= 200
@@ -120,18 +128,19 @@ def test_sample_data_imports_and_every_block_resolves_at_both_ends():
         rows = list(csv.DictReader(f))
     for row in rows:
         network = ipaddress.IPv4Network(row["network"])
-        first = find_city(str(network.network_address))
+        first = geo.find_city(str(network.network_address))
         assert first is not None
         assert first.city_id == row["geoname_id"]
-        assert find_city(str(network.broadcast_address)) == first
+        assert geo.find_city(str(network.broadcast_address)) == first
         countries.add(first.country)
         after = ipaddress.IPv4Address(int(network.broadcast_address) + 1)
         if not any(after in ipaddress.IPv4Network(other["network"]) for other in rows):
-            assert find_city(str(after)) is None, f"{after} lies in a gap"
+            assert geo.find_city(str(after)) is None, f"{after} lies in a gap"
     assert len(countries) >= 5
 
 
-def test_bad_rows_are_counted_and_the_rest_imported(tmp_path):
+def test_bad_rows_are_counted_and_the_rest_imported(tmp_path, face):
+    geo = face(geoip)
     blocks = write_csv(
         tmp_path / "blocks.csv",
         BLOCK_HEADER,
@@ -157,10 +166,11 @@ def test_bad_rows_are_counted_and_the_rest_imported(tmp_path):
     assert any(
         "blocks.csv:3" in problem and "10.0.1.0/33" in problem for problem in report.problems
     )
-    assert find_city("10.0.7.1").city == "Paris"
+    assert geo.find_city("10.0.7.1").city == "Paris"
 
 
-def test_legacy_layout_with_copyright_line(tmp_path):
+def test_legacy_layout_with_copyright_line(tmp_path, face):
+    geo = face(geoip)
     blocks = tmp_path / "GeoLiteCity-Blocks.csv"
     blocks.write_text(
         "Copyright (c) 2011 MaxMind Inc.  All Rights Reserved.\n"
@@ -180,13 +190,14 @@ def test_legacy_layout_with_copyright_line(tmp_path):
     )
     report = import_geoip(blocks, locations, encoding="latin-1")
     assert (report.blocks, report.cities, report.bad_rows) == (2, 2, 1)
-    assert find_city("1.0.0.0") == City("17", "Sydney", "07", "AU")
-    assert find_city("1.0.0.255").city == "Sydney"
-    assert find_city("1.0.1.0") is None
-    assert find_city("1.0.7.255").city == "Besançon"
+    assert geo.find_city("1.0.0.0") == City("17", "Sydney", "07", "AU")
+    assert geo.find_city("1.0.0.255").city == "Sydney"
+    assert geo.find_city("1.0.1.0") is None
+    assert geo.find_city("1.0.7.255").city == "Besançon"
 
 
-def test_unknown_layout_or_nothing_usable_keeps_the_previous_data(small_data, tmp_path):
+def test_unknown_layout_or_nothing_usable_keeps_the_previous_data(small_data, tmp_path, face):
+    geo = face(geoip)
     import_geoip(*small_data)
     unknown = write_csv(tmp_path / "unknown.csv", ["a", "b"], [["1", "2"]])
     with pytest.raises(GeoIPImportError, match="no header row"):
@@ -196,7 +207,7 @@ def test_unknown_layout_or_nothing_usable_keeps_the_previous_data(small_data, tm
         import_geoip(all_bad, small_data[1])
     with pytest.raises(FileNotFoundError):
         import_geoip(tmp_path / "missing.csv", small_data[1])
-    assert find_city("10.0.0.1").city == "Paris"
+    assert geo.find_city("10.0.0.1").city == "Paris"
     leftovers = [k for k in scan_keys(get_redis(), component_pattern("geoip")) if b"import" in k]
     assert leftovers == []
 

@@ -9,7 +9,7 @@ from django.utils.log import configure_logging
 from redisparts_app.exceptions import InvalidArgument
 from redisparts_app.keys import make_key, scan_keys, slot_of
 from redisparts_app.services import logs
-from redisparts_app.services.logs import RedisLogHandler, common, log_common, log_recent, recent
+from redisparts_app.services.logs import RedisLogHandler, common, log_common, recent
 from tests.processes import run_in_processes
 
 pytestmark = pytest.mark.cluster
@@ -21,26 +21,28 @@ def at(seconds: float):
     return lambda: seconds
 
 
-def test_recent_log_keeps_the_newest_100_newest_first(redis_client):
+def test_recent_log_keeps_the_newest_100_newest_first(redis_client, face):
+    lg = face(logs)
     for i in range(130):
-        log_recent("app", f"message {i}", "info", clock=at(H + i))
-    entries = recent("app", "info")
+        lg.log_recent("app", f"message {i}", "info", clock=at(H + i))
+    entries = lg.recent("app", "info")
     assert len(entries) == 100
     assert [e.message for e in entries] == [f"message {i}" for i in range(129, 29, -1)]
     assert entries[0].time == H + 129
-    assert [e.message for e in recent("app", logging.INFO, limit=3)] == [
+    assert [e.message for e in lg.recent("app", logging.INFO, limit=3)] == [
         "message 129",
         "message 128",
         "message 127",
     ]
-    assert recent("app", "warning") == []
+    assert lg.recent("app", "warning") == []
 
 
 @override_settings(REDISPARTS={"LOG_RECENT_LIMIT": 5})
-def test_recent_limit_is_a_setting(redis_client):
+def test_recent_limit_is_a_setting(redis_client, face):
+    lg = face(logs)
     for i in range(8):
-        log_common("app", f"m{i}", logging.ERROR)
-    assert [e.message for e in recent("app", "error")] == ["m7", "m6", "m5", "m4", "m3"]
+        lg.log_common("app", f"m{i}", logging.ERROR)
+    assert [e.message for e in lg.recent("app", "error")] == ["m7", "m6", "m5", "m4", "m3"]
 
 
 def test_severities_are_normalized():
@@ -54,48 +56,52 @@ def test_severities_are_normalized():
             logs.normalize_severity(bad)
 
 
-def test_common_log_counts_messages_most_common_first(redis_client):
+def test_common_log_counts_messages_most_common_first(redis_client, face):
+    lg = face(logs)
     for message in ["disk full", "login", "disk full", "disk full", "login", "boot"]:
-        log_common("app", message, "warning", clock=at(H + 10))
-    assert common("app", "warning", clock=at(H + 20)) == [
+        lg.log_common("app", message, "warning", clock=at(H + 10))
+    assert lg.common("app", "warning", clock=at(H + 20)) == [
         ("disk full", 3),
         ("login", 2),
         ("boot", 1),
     ]
-    assert common("app", "warning", limit=1, clock=at(H + 20)) == [("disk full", 3)]
+    assert lg.common("app", "warning", limit=1, clock=at(H + 20)) == [("disk full", 3)]
     # log_common also feeds the recent log
-    assert [e.message for e in recent("app", "warning", limit=2)] == ["boot", "login"]
+    assert [e.message for e in lg.recent("app", "warning", limit=2)] == ["boot", "login"]
 
 
-def test_common_log_rotates_at_the_hour_and_keeps_the_previous_hour(redis_client):
+def test_common_log_rotates_at_the_hour_and_keeps_the_previous_hour(redis_client, face):
+    lg = face(logs)
     for message in ["a", "a", "a", "b"]:
-        log_common("app", message, clock=at(H + 3599))
-    log_common("app", "c", clock=at(H + 3600))  # first entry of the next hour rotates
-    assert common("app", clock=at(H + 3700)) == [("c", 1)]
-    assert common("app", previous=True, clock=at(H + 3700)) == [("a", 3), ("b", 1)]
+        lg.log_common("app", message, clock=at(H + 3599))
+    lg.log_common("app", "c", clock=at(H + 3600))  # first entry of the next hour rotates
+    assert lg.common("app", clock=at(H + 3700)) == [("c", 1)]
+    assert lg.common("app", previous=True, clock=at(H + 3700)) == [("a", 3), ("b", 1)]
     key = make_key("log", "app", "common", "info")
     assert redis_client.zscore(f"{key}:last", "a") == 3
     assert int(redis_client.get(f"{key}:pstart")) == H
 
-    log_common("app", "d", clock=at(H + 7200 + 1))
-    assert common("app", clock=at(H + 7201)) == [("d", 1)]
-    assert common("app", previous=True, clock=at(H + 7201)) == [("c", 1)]
+    lg.log_common("app", "d", clock=at(H + 7200 + 1))
+    assert lg.common("app", clock=at(H + 7201)) == [("d", 1)]
+    assert lg.common("app", previous=True, clock=at(H + 7201)) == [("c", 1)]
 
 
-def test_quiet_hours_read_as_empty_without_a_write(redis_client):
-    log_common("app", "a", clock=at(H + 5))
-    assert common("app", clock=at(H + 3600 + 5)) == []
-    assert common("app", previous=True, clock=at(H + 3600 + 5)) == [("a", 1)]
-    assert common("app", previous=True, clock=at(H + 7200 + 5)) == []
+def test_quiet_hours_read_as_empty_without_a_write(redis_client, face):
+    lg = face(logs)
+    lg.log_common("app", "a", clock=at(H + 5))
+    assert lg.common("app", clock=at(H + 3600 + 5)) == []
+    assert lg.common("app", previous=True, clock=at(H + 3600 + 5)) == [("a", 1)]
+    assert lg.common("app", previous=True, clock=at(H + 7200 + 5)) == []
     # a write after a silent hour leaves an empty previous hour, not a stale one
-    log_common("app", "b", clock=at(H + 7200 + 5))
-    assert common("app", previous=True, clock=at(H + 7200 + 5)) == []
-    assert common("app", clock=at(H + 7200 + 5)) == [("b", 1)]
+    lg.log_common("app", "b", clock=at(H + 7200 + 5))
+    assert lg.common("app", previous=True, clock=at(H + 7200 + 5)) == []
+    assert lg.common("app", clock=at(H + 7200 + 5)) == [("b", 1)]
 
 
-def test_common_log_keys_expire_and_share_one_slot(redis_client):
-    log_common("app", "a", clock=at(H))
-    log_common("app", "a", clock=at(H + 3600))
+def test_common_log_keys_expire_and_share_one_slot(redis_client, face):
+    lg = face(logs)
+    lg.log_common("app", "a", clock=at(H))
+    lg.log_common("app", "a", clock=at(H + 3600))
     names = [k.decode() for k in scan_keys(redis_client, "rp:log:*")]
     assert len(names) == 5
     assert len({slot_of(k) for k in names}) == 1
@@ -119,32 +125,34 @@ def test_concurrent_writers_crossing_the_hour_lose_no_message(redis_client):
     assert common("app", previous=True, clock=at(now)) != []
 
 
-def test_long_messages_are_cut_and_bad_input_writes_nothing(redis_client):
+def test_long_messages_are_cut_and_bad_input_writes_nothing(redis_client, face):
+    lg = face(logs)
     with override_settings(REDISPARTS={"LOG_MAX_MESSAGE_LENGTH": 50}):
-        log_recent("app", "x" * 500)
-        (entry,) = recent("app")
+        lg.log_recent("app", "x" * 500)
+        (entry,) = lg.recent("app")
     assert len(entry.message) == 50
     assert entry.message.endswith("…")
     redis_client.flushdb()
     for name in ["", "a:b", "a{b}", "a*", "x" * 500, None]:
         with pytest.raises(InvalidArgument):
-            log_common(name, "message")
+            lg.log_common(name, "message")
     with pytest.raises(InvalidArgument, match="invalid message: must be a string"):
-        log_common("app", b"bytes")
+        lg.log_common("app", b"bytes")
     with pytest.raises(InvalidArgument, match="severity"):
-        log_recent("app", "message", "loud")
+        lg.log_recent("app", "message", "loud")
     with pytest.raises(InvalidArgument, match="limit"):
-        recent("app", limit=0)
+        lg.recent("app", limit=0)
     misconfigured = override_settings(REDISPARTS={"LOG_RECENT_LIMIT": 0})
     with misconfigured, pytest.raises(ImproperlyConfigured, match="LOG_RECENT_LIMIT"):
-        log_common("app", "message")
+        lg.log_common("app", "message")
     assert redis_client.dbsize() == 0
 
 
-def test_unicode_messages_round_trip(redis_client):
-    log_common("日志", "用户 235 登录 ✓", "info", clock=at(H))
-    assert recent("日志")[0].message == "用户 235 登录 ✓"
-    assert common("日志", clock=at(H)) == [("用户 235 登录 ✓", 1)]
+def test_unicode_messages_round_trip(redis_client, face):
+    lg = face(logs)
+    lg.log_common("日志", "用户 235 登录 ✓", "info", clock=at(H))
+    assert lg.recent("日志")[0].message == "用户 235 登录 ✓"
+    assert lg.common("日志", clock=at(H)) == [("用户 235 登录 ✓", 1)]
 
 
 @pytest.fixture

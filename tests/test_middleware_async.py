@@ -70,6 +70,31 @@ def test_maintenance_answers_async_requests_and_lets_staff_through(async_client)
         config.clear_local_cache()
 
 
+def test_the_async_chain_reads_the_flag_with_the_async_twin(async_client, monkeypatch):
+    def sync_read(**options):
+        raise AssertionError("the sync face read the flag in an async chain")
+
+    monkeypatch.setattr(middleware, "maintenance_status", sync_read)
+    config.clear_local_cache()
+    assert get(async_client, "/async/").status_code == 200
+    config.set_maintenance(message="Back at noon")
+    config.clear_local_cache()
+    try:
+        assert get(async_client, "/async/").status_code == 503
+    finally:
+        config.clear_maintenance()
+        config.clear_local_cache()
+
+
+def test_with_redis_unreachable_the_async_chain_serves_normally(async_client, tmp_path, caplog):
+    config.clear_local_cache()
+    down = override_settings(REDISPARTS={"CONNECTIONS": {"default": f"unix://{tmp_path}/no.sock"}})
+    with down, caplog.at_level("WARNING", logger="redisparts"):
+        response = get(async_client, "/async/")
+    assert response.status_code == 200
+    assert "maintenance flag unreadable" in caplog.text
+
+
 def test_redis_going_away_in_an_async_view_is_a_503(async_client):
     response = get(async_client, "/async/?redis=down")
     assert response.status_code == 503

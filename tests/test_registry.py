@@ -114,7 +114,8 @@ def test_pages_walk_every_name_once(redis_client):
     assert pages == 5
 
 
-def test_prune_forgets_what_is_gone_and_keeps_what_was_noted_meanwhile(redis_client):
+def test_prune_forgets_what_is_gone_and_keeps_what_was_noted_meanwhile(redis_client, face):
+    svc = face(registry)
     key = registry.registry_key("lock")
     old = time.time() - 3 * registry.NOTE_INTERVAL
     redis_client.zadd(key, {"gone": old, "held": old, "renoted": old, "recent": time.time()})
@@ -125,8 +126,33 @@ def test_prune_forgets_what_is_gone_and_keeps_what_was_noted_meanwhile(redis_cli
         redis_client.zadd(key, {"renoted": time.time()})
         return [name == "held" for name in names]
 
-    assert registry.prune("lock", alive) == 1
-    assert registry.names("lock") == ["held", "recent", "renoted"]
+    assert svc.prune("lock", alive) == 1
+    assert svc.names("lock") == ["held", "recent", "renoted"]
+
+
+def test_names_pages_and_what_still_exists(redis_client, face):
+    svc = face(registry)
+    for name in ["delta", "alpha", "echo", "bravo", "charlie"]:
+        svc.note("config", name)
+    assert svc.names("config") == ["alpha", "bravo", "charlie", "delta", "echo"]
+    first, cursor = svc.page("config", 0, 3)
+    rest, end = svc.page("config", cursor, 3)
+    assert (len(first), cursor, len(rest), end) == (3, 3, 2, 0)
+    assert sorted(first + rest) == svc.names("config")
+
+    def key_of(name: str) -> str:
+        return make_key("config", "test", name)
+
+    for name in ["alpha", "charlie"]:
+        redis_client.set(key_of(name), "{}")
+    old = time.time() - 3 * registry.NOTE_INTERVAL
+    redis_client.zadd(registry.registry_key("config"), {"bravo": old, "delta": old})
+    assert svc.existing("config", key_of) == ["alpha", "charlie"]
+    # bravo and delta, gone and not noted for long, are forgotten; echo was noted just now
+    assert svc.names("config") == ["alpha", "charlie", "echo"]
+    assert svc.existing("config", key_of, ["echo"]) == []
+    svc.forget("config", "echo")
+    assert svc.names("config") == ["alpha", "charlie"]
 
 
 def test_reading_a_listing_prunes_what_it_found_gone(redis_client):

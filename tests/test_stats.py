@@ -13,18 +13,14 @@ from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import InvalidArgument
 from redisparts_app.keys import scan_keys, slot_of
 from redisparts_app.middleware import ResponseTimeMiddleware
+from redisparts_app.services import counters, logs, stats
 from redisparts_app.services.counters import (
     clean_counters,
     counter_key,
-    get_counter,
     known_counters,
-    update_counter,
 )
-from redisparts_app.services.logs import common, log_common, recent
 from redisparts_app.services.stats import (
-    access_time,
     get_stats,
-    record_access_time,
     slowest_views,
     stats_key,
     update_stats,
@@ -55,52 +51,55 @@ def close(a: float, b: float, scale: float) -> bool:
         max_size=40,
     )
 )
-def test_stats_match_the_statistics_module(redis_client, values):
+def test_stats_match_the_statistics_module(redis_client, face, values):
+    st = face(stats)
     redis_client.flushdb()
     for value in values:
-        update_stats("shop", "amount", value, clock=at(H + 1))
-    stats = get_stats("shop", "amount", clock=at(H + 2))
+        st.update_stats("shop", "amount", value, clock=at(H + 1))
+    found = st.get_stats("shop", "amount", clock=at(H + 2))
     scale = max(abs(v) for v in values)
-    assert stats.count == len(values)
-    assert stats.min == min(values)
-    assert stats.max == max(values)
-    assert close(stats.sum, math.fsum(values), scale * len(values))
-    assert close(stats.mean, statistics.fmean(values), scale)
+    assert found.count == len(values)
+    assert found.min == min(values)
+    assert found.max == max(values)
+    assert close(found.sum, math.fsum(values), scale * len(values))
+    assert close(found.mean, statistics.fmean(values), scale)
     # stddev is the sample standard deviation (n - 1), pstddev the population one (n)
-    assert close(stats.pstddev, statistics.pstdev(values), scale)
+    assert close(found.pstddev, statistics.pstdev(values), scale)
     if len(values) > 1:
-        assert close(stats.stddev, statistics.stdev(values), scale)
+        assert close(found.stddev, statistics.stdev(values), scale)
     else:
-        assert stats.stddev == 0.0
+        assert found.stddev == 0.0
 
 
-def test_update_returns_the_hour_so_far_and_keys_share_a_slot(redis_client):
-    update_stats("shop", "amount", 2, clock=at(H))
-    stats = update_stats("shop", "amount", 4.5, clock=at(H + 10))
-    assert (stats.hour, stats.count, stats.sum, stats.min, stats.max) == (H, 2, 6.5, 2, 4.5)
-    assert stats.sumsq == 4 + 4.5**2
-    assert stats.mean == 3.25
+def test_update_returns_the_hour_so_far_and_keys_share_a_slot(redis_client, face):
+    st = face(stats)
+    st.update_stats("shop", "amount", 2, clock=at(H))
+    found = st.update_stats("shop", "amount", 4.5, clock=at(H + 10))
+    assert (found.hour, found.count, found.sum, found.min, found.max) == (H, 2, 6.5, 2, 4.5)
+    assert found.sumsq == 4 + 4.5**2
+    assert found.mean == 3.25
     key = stats_key("shop", "amount")
     assert slot_of(key) == slot_of(f"{key}:last")
     assert 0 < redis_client.ttl(key) <= 7200
 
 
-def test_rollover_at_the_hour_keeps_the_previous_hour(redis_client):
+def test_rollover_at_the_hour_keeps_the_previous_hour(redis_client, face):
+    st = face(stats)
     for value in (1, 2, 3):
-        update_stats("shop", "amount", value, clock=at(H + 3599))
-    after = update_stats("shop", "amount", 10, clock=at(H + 3600))
+        st.update_stats("shop", "amount", value, clock=at(H + 3599))
+    after = st.update_stats("shop", "amount", 10, clock=at(H + 3600))
     assert (after.hour, after.count, after.sum) == (H + 3600, 1, 10)
-    previous = get_stats("shop", "amount", previous=True, clock=at(H + 3700))
+    previous = st.get_stats("shop", "amount", previous=True, clock=at(H + 3700))
     assert (previous.hour, previous.count, previous.mean, previous.max) == (H, 3, 2, 3)
-    assert get_stats("shop", "amount", clock=at(H + 3700)).count == 1
+    assert st.get_stats("shop", "amount", clock=at(H + 3700)).count == 1
     # reading after a quiet hour: the current hour is empty, its data is the previous one
-    assert get_stats("shop", "amount", clock=at(H + 7200)) is None
-    assert get_stats("shop", "amount", previous=True, clock=at(H + 7200)).sum == 10
-    assert get_stats("shop", "amount", previous=True, clock=at(H + 10800)) is None
+    assert st.get_stats("shop", "amount", clock=at(H + 7200)) is None
+    assert st.get_stats("shop", "amount", previous=True, clock=at(H + 7200)).sum == 10
+    assert st.get_stats("shop", "amount", previous=True, clock=at(H + 10800)) is None
     # a write after a silent hour leaves no stale previous hour
-    update_stats("shop", "amount", 5, clock=at(H + 10800))
-    assert get_stats("shop", "amount", previous=True, clock=at(H + 10800)) is None
-    assert get_stats("shop", "amount", clock=at(H + 10800)).count == 1
+    st.update_stats("shop", "amount", 5, clock=at(H + 10800))
+    assert st.get_stats("shop", "amount", previous=True, clock=at(H + 10800)) is None
+    assert st.get_stats("shop", "amount", clock=at(H + 10800)).count == 1
 
 
 def _update_across_the_hour(worker: int, updates: int) -> int:
@@ -122,31 +121,33 @@ def test_concurrent_updates_across_the_hour_lose_nothing(redis_client):
     assert max(current.max, previous.max) == 3000 + 299
 
 
-def test_bad_input_is_refused_before_any_write(redis_client):
+def test_bad_input_is_refused_before_any_write(redis_client, face):
+    st = face(stats)
     for value in (math.nan, math.inf, -math.inf, 1e101, True, "3", None):
         with pytest.raises(InvalidArgument, match="value"):
-            update_stats("shop", "amount", value)
+            st.update_stats("shop", "amount", value)
     for context, kind in (("", "a"), ("a:b", "a"), ("a", "{b}"), ("a", "b*"), (1, "a")):
         with pytest.raises(InvalidArgument):
-            update_stats(context, kind, 1)
+            st.update_stats(context, kind, 1)
     for seconds in (-0.1, "1", None):
         with pytest.raises(InvalidArgument, match="seconds"):
-            record_access_time("home", seconds)
+            st.record_access_time("home", seconds)
     with pytest.raises(InvalidArgument, match="limit"):
-        slowest_views(0)
+        st.slowest_views(0)
     assert redis_client.dbsize() == 0
 
 
-def test_slowest_views_are_ranked_by_average(redis_client):
+def test_slowest_views_are_ranked_by_average(redis_client, face):
+    st = face(stats)
     for view, seconds in [("home", 0.1), ("home", 0.3), ("search", 1.5), ("cart", 0.5)]:
-        record_access_time(view, seconds, clock=at(H))
-    ranked = slowest_views(10)
+        st.record_access_time(view, seconds, clock=at(H))
+    ranked = st.slowest_views(10)
     assert [view for view, _ in ranked] == ["search", "cart", "home"]
     assert ranked[2][1] == pytest.approx(0.2)
-    assert slowest_views(1) == [("search", 1.5)]
+    assert st.slowest_views(1) == [("search", 1.5)]
     with override_settings(REDISPARTS={"SLOWEST_VIEWS_LIMIT": 2}):
-        record_access_time("login", 0.01, clock=at(H))
-    assert [view for view, _ in slowest_views()] == ["search", "cart"]
+        st.record_access_time("login", 0.01, clock=at(H))
+    assert [view for view, _ in st.slowest_views()] == ["search", "cart"]
 
 
 class Ticks:
@@ -160,29 +161,42 @@ class Ticks:
         return self.now
 
 
-def test_access_time_as_context_manager_and_decorator(redis_client):
-    with access_time("report", timer=Ticks(1, 2.5), clock=at(H)):
+def test_access_time_as_context_manager_and_decorator(redis_client, face):
+    st = face(stats)
+    with st.access_time("report", timer=Ticks(1, 2.5), clock=at(H)):
         pass
+    if face.is_async:
 
-    @access_time("report", clock=at(H))
-    def build() -> str:
-        return "built"
+        @stats.aaccess_time("report", clock=at(H))
+        async def abuild() -> str:
+            return "built"
+
+        def build() -> str:
+            return face.run(abuild())
+
+    else:
+
+        @stats.access_time("report", clock=at(H))
+        def build() -> str:
+            return "built"
 
     assert build() == "built"
     assert build() == "built"
-    with pytest.raises(ZeroDivisionError), access_time("report", timer=Ticks(0, 4), clock=at(H)):
+    timed = st.access_time("report", timer=Ticks(0, 4), clock=at(H))
+    with pytest.raises(ZeroDivisionError), timed:
         1 / 0  # noqa: B018  the time is recorded even when the block raises
-    stats = get_stats("report", "access_time", clock=at(H))
-    assert stats.count == 4
-    assert stats.max == 4
-    assert 6.5 <= stats.sum < 7.5
+    found = st.get_stats("report", "access_time", clock=at(H))
+    assert found.count == 4
+    assert found.max == 4
+    assert 6.5 <= found.sum < 7.5
     with pytest.raises(InvalidArgument):
-        access_time("bad:view").__enter__()
+        st.access_time("bad:view").__enter__()
 
 
-def test_access_time_with_redis_down_does_not_raise(tmp_path, caplog):
+def test_access_time_with_redis_down_does_not_raise(tmp_path, caplog, face):
+    st = face(stats)
     down = override_settings(REDISPARTS={"CONNECTIONS": {"default": f"unix://{tmp_path}/x.sock"}})
-    with down, caplog.at_level(logging.WARNING, "redisparts.stats"), access_time("report"):
+    with down, caplog.at_level(logging.WARNING, "redisparts.stats"), st.access_time("report"):
         result = "done"
     assert result == "done"
     assert "response time of report not recorded" in caplog.text
@@ -273,25 +287,26 @@ def test_middleware_with_redis_down_lets_the_response_out(tmp_path, caplog):
     assert "response time of fast not recorded" in caplog.text
 
 
-def test_logs_counters_and_stats_of_several_slots():
+def test_logs_counters_and_stats_of_several_slots(face):
+    lg, ct, st = face(logs), face(counters), face(stats)
     names = ["alpha", "beta", "gamma", "delta"]
     assert len({slot_of(counter_key(name, 60)) // 5462 for name in names}) == 3
     for name in names:
-        log_common(name, "started", "info", clock=at(H))
-        log_common(name, "rotated", "info", clock=at(H + 3600))
-        assert common(name, previous=True, clock=at(H + 3600)) == [("started", 1)]
-        assert [e.message for e in recent(name)] == ["rotated", "started"]
+        lg.log_common(name, "started", "info", clock=at(H))
+        lg.log_common(name, "rotated", "info", clock=at(H + 3600))
+        assert lg.common(name, previous=True, clock=at(H + 3600)) == [("started", 1)]
+        assert [e.message for e in lg.recent(name)] == ["rotated", "started"]
 
-        update_counter(name, clock=at(H))
-        update_counter(name, 2, clock=at(H + 1))
-        assert get_counter(name, 60) == [(H, 3)]
+        ct.update_counter(name, clock=at(H))
+        ct.update_counter(name, 2, clock=at(H + 1))
+        assert ct.get_counter(name, 60) == [(H, 3)]
 
-        update_stats(name, "amount", 1, clock=at(H))
-        update_stats(name, "amount", 3, clock=at(H + 3600))
-        assert get_stats(name, "amount", previous=True, clock=at(H + 3600)).sum == 1
-        record_access_time(name, 0.5, clock=at(H))
+        st.update_stats(name, "amount", 1, clock=at(H))
+        st.update_stats(name, "amount", 3, clock=at(H + 3600))
+        assert st.get_stats(name, "amount", previous=True, clock=at(H + 3600)).sum == 1
+        st.record_access_time(name, 0.5, clock=at(H))
     assert set(known_counters()) == set(names)
     report = clean_counters(clock=at(H + 10**8))  # 1157 days: every sample is old
     assert report.forgotten == len(names) * 7
     assert known_counters() == {}
-    assert {view for view, _ in slowest_views(10)} == set(names)
+    assert {view for view, _ in st.slowest_views(10)} == set(names)

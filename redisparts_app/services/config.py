@@ -18,6 +18,12 @@ Import: ``from redisparts_app.services.config import get_config, set_config, set
   when the configuration changes. With no configuration stored, the default
   connection (``get_redis()``) is used.
 
+Every call has an async twin named with an ``a`` (``await amaintenance_status()``,
+``await aget_config(type, name)``, ``await acomponent_client(name)``, ...) taking a
+redis.asyncio ``client`` (None: ``get_async_redis()``), built on the same core
+(``faces``) and sharing the same cache; ``@redis_connection`` on an ``async def``
+passes an async client.
+
 Keys (single-key commands only, so any slot will do):
 
 - ``rp:maintenance:{site}:flag`` string: JSON ``{"since", "retry_after", "message"}``
@@ -26,28 +32,32 @@ Keys (single-key commands only, so any slot will do):
 
 Limits: a change made elsewhere reaches a process within the interval (1 s for
 the flag, ``wait`` for configurations); a call in the same process that sets or
-clears a value sees it at once. The caches live in module globals, shared by
-the threads of a process and copied into forked children; threads that
-reach an expired entry at the same moment may each read it once. Intervals are
-measured on ``clock`` (``time.monotonic`` unless a test injects another); a
-clock going backwards forces a read.
+clears a value sees it at once. The caches live in module globals, shared by the
+threads and event loops of a process and copied into forked children; threads or
+coroutines that reach an expired entry at the same moment may each read it once.
+Intervals are measured on ``clock`` (``time.monotonic`` unless a test injects
+another); a clock going backwards forces a read.
 """
 
+import asyncio
 import copy
 import functools
 import inspect
 import json
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import redis.asyncio
 from redis import Redis
 
+from .. import faces
 from ..conf import app_settings
-from ..connection import Client, resolve_client
+from ..connection import Client, resolve_async_client, resolve_client
 from ..exceptions import ComponentConnectionError, InvalidArgument, InvalidArgumentType
 from ..keys import make_key, validate_key_part
 from ..validation import check_count, check_seconds
@@ -55,6 +65,15 @@ from . import registry
 
 __all__ = [
     "Maintenance",
+    "aclear_maintenance",
+    "aclose_component_clients",
+    "acomponent_client",
+    "adelete_config",
+    "aget_config",
+    "ais_under_maintenance",
+    "amaintenance_status",
+    "aset_config",
+    "aset_maintenance",
     "clear_local_cache",
     "clear_maintenance",
     "component_client",
@@ -99,6 +118,9 @@ class _Entry:
 _lock = threading.Lock()
 _cache: dict[str, _Entry] = {}
 _clients: dict[str, tuple[str, Redis]] = {}
+# Per event loop: the async client of each (configuration key, configuration).
+_aclients: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], Any]]"
+_aclients = weakref.WeakKeyDictionary()
 
 
 def clear_local_cache() -> None:
@@ -118,14 +140,16 @@ def config_key(kind: str, name: str) -> str:
     return make_key("config", kind, name)
 
 
-def _cached(key: str, interval: float, clock: Clock, read: Callable[[], Any]) -> Any:
-    """Return the cached value of ``key``, calling ``read`` when ``interval`` has passed."""
+def _cached(key: str, interval: float, clock: Clock, read: faces.Op) -> faces.Steps[Any]:
+    """The cached value of ``key``; ``read`` (its GET) runs when ``interval`` has passed.
+
+    Both faces share the cache: a value either one read serves the other."""
     now = clock()
     with _lock:
         entry = _cache.get(key)
         if entry is not None and 0 <= now - entry.checked < interval:
             return entry.value
-    value = read()
+    value = yield read
     with _lock:
         _cache[key] = _Entry(now, value)
     return value
@@ -143,24 +167,42 @@ def maintenance_status(
     *, client: Client | None = None, clock: Clock = time.monotonic
 ) -> Maintenance | None:
     """Return the current Maintenance, or None; Redis is read at most once a second."""
-    client = resolve_client(client)
+    return faces.run(_maintenance_status(clock), resolve_client(client))
 
-    def read() -> Maintenance | None:
-        raw = client.get(maintenance_key())
-        if raw is None:
-            return None
-        try:
-            return Maintenance(**json.loads(raw))
-        except (ValueError, TypeError):
-            # A flag set by hand (SET ... 1) still means maintenance.
-            return Maintenance(since=0.0, retry_after=app_settings.MAINTENANCE_RETRY_AFTER)
 
-    return _cached(maintenance_key(), MAINTENANCE_CHECK_INTERVAL, clock, read)
+async def amaintenance_status(
+    *, client: Client | None = None, clock: Clock = time.monotonic
+) -> Maintenance | None:
+    """The async twin of ``maintenance_status`` (``client``: a redis.asyncio client or None)."""
+    return await faces.arun(_maintenance_status(clock), client)
+
+
+def _maintenance_status(clock: Clock) -> faces.Steps[Maintenance | None]:
+    key = maintenance_key()
+    read = faces.command("get", key, then=_parse_maintenance)
+    return (yield from _cached(key, MAINTENANCE_CHECK_INTERVAL, clock, read))
+
+
+def _parse_maintenance(raw: bytes | None) -> Maintenance | None:
+    if raw is None:
+        return None
+    try:
+        return Maintenance(**json.loads(raw))
+    except (ValueError, TypeError):
+        # A flag set by hand (SET ... 1) still means maintenance.
+        return Maintenance(since=0.0, retry_after=app_settings.MAINTENANCE_RETRY_AFTER)
 
 
 def is_under_maintenance(*, client: Client | None = None, clock: Clock = time.monotonic) -> bool:
     """Return True while the maintenance flag is set (read at most once a second)."""
     return maintenance_status(client=client, clock=clock) is not None
+
+
+async def ais_under_maintenance(
+    *, client: Client | None = None, clock: Clock = time.monotonic
+) -> bool:
+    """The async twin of ``is_under_maintenance``."""
+    return await amaintenance_status(client=client, clock=clock) is not None
 
 
 def set_maintenance(
@@ -171,6 +213,23 @@ def set_maintenance(
     clock: Clock = time.time,
 ) -> Maintenance:
     """Set the flag; ``retry_after`` seconds (default MAINTENANCE_RETRY_AFTER) go to clients."""
+    return faces.run(_set_maintenance(retry_after, message, clock), resolve_client(client))
+
+
+async def aset_maintenance(
+    *,
+    retry_after: int | None = None,
+    message: str = "",
+    client: Client | None = None,
+    clock: Clock = time.time,
+) -> Maintenance:
+    """The async twin of ``set_maintenance``."""
+    return await faces.arun(_set_maintenance(retry_after, message, clock), client)
+
+
+def _set_maintenance(
+    retry_after: int | None, message: str, clock: Clock
+) -> faces.Steps[Maintenance]:
     if retry_after is None:
         retry_after = app_settings.MAINTENANCE_RETRY_AFTER
     check_count(retry_after, "retry_after (whole seconds)")
@@ -182,17 +241,25 @@ def set_maintenance(
             show_value=False,
         )
     status = Maintenance(since=clock(), retry_after=retry_after, message=message)
-    client = resolve_client(client)
-    client.set(maintenance_key(), json.dumps(status.__dict__))
+    yield faces.command("set", maintenance_key(), json.dumps(status.__dict__))
     _forget(maintenance_key())
     return status
 
 
 def clear_maintenance(*, client: Client | None = None) -> bool:
     """Clear the flag; return whether it was set."""
-    client = resolve_client(client)
-    removed = client.delete(maintenance_key())
-    _forget(maintenance_key())
+    return faces.run(_deleting(maintenance_key()), resolve_client(client))
+
+
+async def aclear_maintenance(*, client: Client | None = None) -> bool:
+    """The async twin of ``clear_maintenance``."""
+    return await faces.arun(_deleting(maintenance_key()), client)
+
+
+def _deleting(key: str) -> faces.Steps[bool]:
+    """DEL ``key`` and drop it from the cache; whether it was there."""
+    removed = yield faces.command("delete", key)
+    _forget(key)
     return bool(removed)
 
 
@@ -255,23 +322,34 @@ def set_config(
     Raise InvalidArgument (a ValueError) before writing anything for a value that
     is not a JSON-serialisable dict with string keys or is over the size limit.
     """
+    faces.run(_set_config(kind, name, config), resolve_client(client))
+
+
+async def aset_config(
+    kind: str, name: str, config: dict[str, Any], *, client: Client | None = None
+) -> None:
+    """The async twin of ``set_config``."""
+    await faces.arun(_set_config(kind, name, config), client)
+
+
+def _set_config(kind: str, name: str, config: dict[str, Any]) -> faces.Steps[None]:
     key = config_key(kind, name)
     text = _encode_config(config)
     if kind == "redis":
         _client_arguments(config)
-    client = resolve_client(client)
-    client.set(key, text)
-    registry.note("config", f"{kind}:{name}", client=client)
+    yield faces.command("set", key, text)
+    yield from registry.noting("config", f"{kind}:{name}")
     _forget(key)
 
 
 def delete_config(kind: str, name: str, *, client: Client | None = None) -> bool:
     """Remove a stored configuration; return whether there was one."""
-    key = config_key(kind, name)
-    client = resolve_client(client)
-    removed = client.delete(key)
-    _forget(key)
-    return bool(removed)
+    return faces.run(_deleting(config_key(kind, name)), resolve_client(client))
+
+
+async def adelete_config(kind: str, name: str, *, client: Client | None = None) -> bool:
+    """The async twin of ``delete_config``."""
+    return await faces.arun(_deleting(config_key(kind, name)), client)
 
 
 def get_config(
@@ -287,12 +365,26 @@ def get_config(
     Redis is read at most once per ``wait`` seconds per process; in between the
     answer is a copy of the cached value, so callers may change what they get.
     """
+    return faces.run(_get_config(kind, name, wait, clock), resolve_client(client))
+
+
+async def aget_config(
+    kind: str,
+    name: str,
+    wait: float = 1.0,
+    *,
+    client: Client | None = None,
+    clock: Clock = time.monotonic,
+) -> dict[str, Any]:
+    """The async twin of ``get_config``, sharing its cache."""
+    return await faces.arun(_get_config(kind, name, wait, clock), client)
+
+
+def _get_config(kind: str, name: str, wait: float, clock: Clock) -> faces.Steps[dict[str, Any]]:
     check_seconds(wait, "wait", allow_zero=True, whole_ms=False)
     key = config_key(kind, name)
-    client = resolve_client(client)
 
-    def read() -> dict[str, Any]:
-        raw = client.get(key)
+    def parse(raw: bytes | None) -> dict[str, Any]:
         if raw is None:
             return {}
         try:
@@ -309,7 +401,9 @@ def get_config(
             )
         return value
 
-    return copy.deepcopy(_cached(key, wait, clock, read))
+    return copy.deepcopy(
+        (yield from _cached(key, wait, clock, faces.command("get", key, then=parse)))
+    )
 
 
 # -- connections per component ---------------------------------------------------------------
@@ -355,28 +449,76 @@ def component_client(
         cached = _clients.get(key)
     if cached is not None and cached[0] == fingerprint:
         return cached[1]
-    try:
-        url, options = _client_arguments(config)
-        built = Redis.from_url(url, **options) if url else Redis(**options)
-    except (TypeError, ValueError) as exc:
-        raise ComponentConnectionError(
-            f"Redis configuration of component {component!r} is unusable: {exc}"
-        ) from exc
+    built = _build_client(component, config, Redis)
     with _lock:
         # The previous client is dropped, not closed: another thread may be using it.
         _clients[key] = (fingerprint, built)
     return built
 
 
+async def acomponent_client(
+    component: str,
+    wait: float = 1.0,
+    *,
+    client: Client | None = None,
+    clock: Clock = time.monotonic,
+) -> Client:
+    """The async twin of ``component_client``: a redis.asyncio client of the same
+    configuration (read through aget_config from ``client``, a redis.asyncio client, or
+    ``get_async_redis()``), or ``get_async_redis()`` when none is stored.
+
+    A redis.asyncio connection belongs to its event loop, so the clients are kept per
+    loop; ``aclose_component_clients()`` closes the running loop's.
+    """
+    config = await aget_config("redis", component, wait, client=client, clock=clock)
+    if not config:
+        return resolve_async_client(client)
+    wanted = (config_key("redis", component), json.dumps(config, sort_keys=True))
+    with _lock:
+        clients = _aclients.setdefault(asyncio.get_running_loop(), {})
+    if wanted not in clients:  # only the loop's own thread reaches its dict
+        clients[wanted] = _build_client(component, config, redis.asyncio.Redis)
+    return clients[wanted]
+
+
+async def aclose_component_clients() -> None:
+    """Close the component clients ``acomponent_client`` built in the running event loop
+    (those of configurations since replaced included)."""
+    with _lock:
+        clients = _aclients.pop(asyncio.get_running_loop(), {})
+    for built in clients.values():
+        await built.aclose()
+
+
+def _build_client(component: str, config: dict[str, Any], kind: Any) -> Any:
+    """Build a client of class ``kind`` (sync or asyncio) from a "redis" configuration."""
+    try:
+        url, options = _client_arguments(config)
+        return kind.from_url(url, **options) if url else kind(**options)
+    except (TypeError, ValueError) as exc:
+        raise ComponentConnectionError(
+            f"Redis configuration of component {component!r} is unusable: {exc}"
+        ) from exc
+
+
 def redis_connection(component: str, wait: float = 1.0) -> Callable[[F], F]:
     """Decorate a function so it receives the component's client as its first argument.
 
     ``@redis_connection("logs")`` on ``def log_recent(conn, name, message)`` lets
-    callers write ``log_recent("main", "started")``.
+    callers write ``log_recent("main", "started")``. On an ``async def`` the client is
+    ``acomponent_client``'s, a redis.asyncio one.
     """
     validate_key_part(component, "component")
 
     def decorator(function: F) -> F:
+        if inspect.iscoroutinefunction(function):
+
+            @functools.wraps(function)
+            async def acall(*args: Any, **kwargs: Any) -> Any:
+                return await function(await acomponent_client(component, wait), *args, **kwargs)
+
+            return acall  # type: ignore[return-value]
+
         @functools.wraps(function)
         def call(*args: Any, **kwargs: Any) -> Any:
             return function(component_client(component, wait), *args, **kwargs)

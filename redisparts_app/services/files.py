@@ -37,6 +37,13 @@ processor is at most once: a processor that dies in the middle of a file never
 finishes it, and the uploader then waits until ``wait_timeout`` (seconds) runs
 out, or for ever without one; the file keys expire after ``FILES_KEY_TTL`` seconds
 anyway. Times are seconds.
+
+On asyncio: ``await achannels()`` and ``await adelete_channel(channel)`` (a redis.asyncio
+``client``, or none: ``get_async_redis()``). The uploader and the processors stay sync:
+each is a process of its own that reads or writes local files and waits on one Redis
+reply at a time, so an event loop would have nothing else to run; and a processor pulls
+its blocks through the gunzip and line-splitting generators, which a ``faces`` core (it
+hands each read to its caller) could only drive by being turned inside out.
 """
 
 import functools
@@ -51,9 +58,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import lua
+from .. import faces, lua
 from ..conf import app_settings
-from ..connection import Client, resolve_client
+from ..connection import Client, resolve_async_client, resolve_client
 from ..exceptions import (
     ChatNotFound,
     CorruptFile,
@@ -61,12 +68,11 @@ from ..exceptions import (
     FileDistributionError,
     FileTooLarge,
 )
-from ..keys import component_pattern, make_key, scan_keys, validate_key_part
+from ..keys import ascan_keys, component_pattern, make_key, scan_keys, validate_key_part
 from ..validation import check_count
-from . import registry
+from . import chat, registry
 from .chat import (
     chat_keys,
-    chat_members,
     create_chat,
     fetch_chat_messages,
     leave_chat,
@@ -77,6 +83,8 @@ __all__ = [
     "FileInfo",
     "ProcessReport",
     "UploadReport",
+    "achannels",
+    "adelete_channel",
     "channels",
     "copy_logs_to_redis",
     "decompress",
@@ -385,30 +393,60 @@ def channels(*, client: Client | None = None) -> list[str]:
 
     The candidates are the files registry's names (``services.registry``), never a SCAN.
     """
-    return registry.existing(
-        COMPONENT, lambda channel: chat_keys(channel)["members"], client=client
-    )
+    return registry.existing(COMPONENT, _members_key, client=client)
+
+
+async def achannels(*, client: Client | None = None) -> list[str]:
+    """The async twin of ``channels`` (``client``: a redis.asyncio client or None)."""
+    return await registry.aexisting(COMPONENT, _members_key, client=client)
+
+
+def _members_key(channel: str) -> str:
+    return chat_keys(channel)["members"]
 
 
 def delete_channel(channel: str, *, client: Client | None = None) -> int:
-    """Delete a channel's files and chat (after an aborted upload); return keys deleted."""
+    """Delete a channel's files and chat (after an aborted upload); return keys deleted.
+
+    The files' keys are found with SCAN: a maintenance step.
+    """
     client = resolve_client(client)
-    channel = validate_key_part(channel, "channel")
-    prefix = component_pattern(COMPONENT)[:-1]
+    pattern = _files_pattern(channel)
+    deleted = sum(client.delete(key) for key in scan_keys(client, pattern))
+    faces.run(_closing(channel), client)
+    return deleted
+
+
+async def adelete_channel(channel: str, *, client: Client | None = None) -> int:
+    """The async twin of ``delete_channel``."""
+    client = resolve_async_client(client)
+    pattern = _files_pattern(channel)
     deleted = 0
-    for key in scan_keys(client, f"{prefix}{{{channel}#*"):
-        deleted += client.delete(key)
+    async for key in ascan_keys(client, pattern):
+        deleted += await client.delete(key)
+    await faces.arun(_closing(channel), client)
+    return deleted
+
+
+def _files_pattern(channel: str) -> str:
+    """The SCAN pattern of every file key of ``channel`` (validated here)."""
+    channel = validate_key_part(channel, "channel")
+    return f"{component_pattern(COMPONENT)[:-1]}{{{channel}#*"
+
+
+def _closing(channel: str) -> faces.Steps[None]:
+    """Make every member leave the channel's chat (the last one out deletes it) and
+    forget the channel."""
     try:
-        members = chat_members(channel, client=client)
+        members = yield chat._chat_members(channel)
     except ChatNotFound:
         members = {}
     for member in members:
         try:
-            leave_chat(channel, member, client=client)
+            yield from chat._leave_chat(channel, member)
         except ChatNotFound:
             break
-    registry.forget(COMPONENT, channel, client=client)
-    return deleted
+    yield registry.forget_command(COMPONENT, channel)
 
 
 def _leave(channel: str, member: str, client: Client) -> None:

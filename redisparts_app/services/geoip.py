@@ -27,6 +27,10 @@ A lookup is one Lua script reading block and city together, and it checks the
 block's last address, so an address in a gap between blocks gives ``None`` rather
 than the city of the preceding block. Blocks are assumed not to overlap (true
 of GeoLite data); with overlaps the block with the nearest start wins.
+
+On asyncio: ``await afind_city(ip)`` and ``await acounts()`` (a redis.asyncio ``client``,
+or none: ``get_async_redis()``), on the same cores (``faces``). ``import_geoip`` stays
+sync: a bulk load from local files, run by a command.
 """
 
 import csv
@@ -39,7 +43,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .. import lua
+from .. import faces
 from ..connection import Client, on_slot, resolve_client
 from ..exceptions import GeoIPImportError, InvalidArgument, InvalidArgumentType
 from ..keys import make_key
@@ -51,6 +55,8 @@ if TYPE_CHECKING:
 __all__ = [
     "City",
     "ImportReport",
+    "acounts",
+    "afind_city",
     "counts",
     "find_city",
     "import_geoip",
@@ -122,26 +128,44 @@ def find_city(ip: str, *, client: Client | None = None) -> City | None:
     Raise InvalidArgument (a ValueError) for anything but a dotted-quad IPv4
     address. A block whose city is missing from the locations file gives None.
     """
+    return faces.run(_find_city(ip), resolve_client(client))
+
+
+async def afind_city(ip: str, *, client: Client | None = None) -> City | None:
+    """The async twin of ``find_city`` (``client``: a redis.asyncio client or None)."""
+    return await faces.arun(_find_city(ip), client)
+
+
+def _find_city(ip: str) -> faces.Op:
     score = ip_to_score(ip)
-    client = resolve_client(client)
-    found = lua.script(client, "geoip_find")(keys=[_blocks_key(), _cities_key()], args=[score])
-    if not found:
-        return None
-    member, city_json = found
-    geoname_id, last, _row = member.decode().split(":")
-    if score > int(last) or not city_json:
-        return None
-    data = json.loads(city_json)
-    return City(city_id=geoname_id, **data)
+
+    def city(found: list[bytes]) -> City | None:
+        if not found:
+            return None
+        member, city_json = found
+        geoname_id, last, _row = member.decode().split(":")
+        if score > int(last) or not city_json:
+            return None
+        return City(city_id=geoname_id, **json.loads(city_json))
+
+    return faces.script("geoip_find", [_blocks_key(), _cities_key()], [score], then=city)
 
 
 def counts(*, client: Client | None = None) -> tuple[int, int]:
     """Return the number of address blocks and of cities imported (0, 0 before any import)."""
-    pipe = resolve_client(client).pipeline(transaction=False)
-    pipe.zcard(_blocks_key())
-    pipe.hlen(_cities_key())
-    blocks, cities = pipe.execute()
-    return int(blocks), int(cities)
+    return faces.run(_counts(), resolve_client(client))
+
+
+async def acounts(*, client: Client | None = None) -> tuple[int, int]:
+    """The async twin of ``counts``."""
+    return await faces.arun(_counts(), client)
+
+
+def _counts() -> faces.Op:
+    return faces.pipeline(
+        [faces.command("zcard", _blocks_key()), faces.command("hlen", _cities_key())],
+        then=lambda replies: (int(replies[0]), int(replies[1])),
+    )
 
 
 def import_geoip(

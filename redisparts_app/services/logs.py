@@ -22,6 +22,9 @@ Keys (one hash tag per log name, so each script stays in one Cluster slot)::
 
 Messages longer than ``LOG_MAX_MESSAGE_LENGTH`` characters are cut (with a trailing "…")
 rather than refused, so a huge traceback is still logged. Every write is one round trip.
+Each function has an async twin named with an ``a`` (``await alog_common(...)``, ``await
+arecent(...)``, ...) taking a redis.asyncio ``client`` (None: ``get_async_redis()``), built
+on the same core (``faces``).
 ``RedisLogHandler`` never raises into the code that logs: a Redis failure goes to
 ``Handler.handleError`` (a traceback on stderr when ``logging.raiseExceptions`` is true),
 and records logged while the handler itself talks to Redis (redis-py's own logging) are
@@ -35,7 +38,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import lua
+from .. import faces
 from ..conf import positive_int_setting
 from ..connection import Client, resolve_client
 from ..exceptions import InvalidArgument, InvalidArgumentType
@@ -47,6 +50,10 @@ __all__ = [
     "SEVERITIES",
     "LogEntry",
     "RedisLogHandler",
+    "acommon",
+    "alog_common",
+    "alog_recent",
+    "arecent",
     "common",
     "log_common",
     "log_recent",
@@ -109,11 +116,28 @@ def log_recent(
     Keeps the newest LOG_RECENT_LIMIT entries. One round trip (the log_recent Lua script).
     Keys: rp:log:{name}:recent:<severity>.
     """
+    faces.run(_log_recent(name, message, severity, clock), resolve_client(client))
+
+
+async def alog_recent(
+    name: str,
+    message: str,
+    severity: int | str = logging.INFO,
+    *,
+    client: Client | None = None,
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """The async twin of ``log_recent`` (``client``: a redis.asyncio client or None)."""
+    await faces.arun(_log_recent(name, message, severity, clock), client)
+
+
+def _log_recent(
+    name: str, message: str, severity: int | str, clock: Callable[[], float]
+) -> faces.Steps[None]:
     name, severity, message = _validate(name, severity, message)
-    client = resolve_client(client)
     args = [_entry_json(clock(), message), _recent_limit(), _recent_ttl()]
-    lua.script(client, "log_recent")(keys=[_recent_key(name, severity)], args=args)
-    registry.note("log", name, client=client)  # after: a message Redis refused wrote nothing
+    yield faces.script("log_recent", [_recent_key(name, severity)], args)
+    yield from registry.noting("log", name)  # after: a message Redis refused wrote nothing
 
 
 def log_common(
@@ -130,16 +154,33 @@ def log_common(
     current hour. One round trip (the log_common Lua script).
     Keys: rp:log:{name}:common:<severity>[:last|:start|:pstart], rp:log:{name}:recent:<severity>.
     """
+    return faces.run(_log_common(name, message, severity, clock), resolve_client(client))
+
+
+async def alog_common(
+    name: str,
+    message: str,
+    severity: int | str = logging.INFO,
+    *,
+    client: Client | None = None,
+    clock: Callable[[], float] = time.time,
+) -> int:
+    """The async twin of ``log_common``."""
+    return await faces.arun(_log_common(name, message, severity, clock), client)
+
+
+def _log_common(
+    name: str, message: str, severity: int | str, clock: Callable[[], float]
+) -> faces.Steps[int]:
     name, severity, message = _validate(name, severity, message)
-    client = resolve_client(client)
     now = clock()
     hour = int(now // HOUR) * HOUR
     common = _common_key(name, severity)
     keys = [common, f"{common}:last", f"{common}:start", f"{common}:pstart"]
     keys.append(_recent_key(name, severity))
     args = [message, hour, _entry_json(now, message), _recent_limit(), COMMON_TTL, _recent_ttl()]
-    count = int(lua.script(client, "log_common")(keys=keys, args=args))
-    registry.note("log", name, client=client)
+    count = int((yield faces.script("log_common", keys, args)))
+    yield from registry.noting("log", name)
     return count
 
 
@@ -151,16 +192,30 @@ def recent(
     client: Client | None = None,
 ) -> list[LogEntry]:
     """Return up to ``limit`` (default all kept) recent entries, newest first."""
+    return faces.run(_recent(name, severity, limit), resolve_client(client))
+
+
+async def arecent(
+    name: str,
+    severity: int | str = logging.INFO,
+    limit: int | None = None,
+    *,
+    client: Client | None = None,
+) -> list[LogEntry]:
+    """The async twin of ``recent``."""
+    return await faces.arun(_recent(name, severity, limit), client)
+
+
+def _recent(name: str, severity: int | str, limit: int | None) -> faces.Op:
     name = _validate_name(name)
     severity = normalize_severity(severity)
     limit = check_optional_count(limit, "limit")
-    client = resolve_client(client)
-    raw = client.lrange(_recent_key(name, severity), 0, -1 if limit is None else limit - 1)
-    entries = []
-    for item in raw:
-        data = json.loads(item)
-        entries.append(LogEntry(time=float(data["t"]), message=data["m"]))
-    return entries
+
+    def entries(raw: list[bytes]) -> list[LogEntry]:
+        return [LogEntry(time=float(d["t"]), message=d["m"]) for d in map(json.loads, raw)]
+
+    stop = -1 if limit is None else limit - 1
+    return faces.command("lrange", _recent_key(name, severity), 0, stop, then=entries)
 
 
 def common(
@@ -178,18 +233,43 @@ def common(
     would be after its rotation, so a quiet hour reads as empty. One round trip (a Lua
     script, so a rotation cannot happen between reading the hour and the counts).
     """
+    return faces.run(_common(name, severity, limit, previous, clock), resolve_client(client))
+
+
+async def acommon(
+    name: str,
+    severity: int | str = logging.INFO,
+    limit: int | None = None,
+    previous: bool = False,
+    *,
+    client: Client | None = None,
+    clock: Callable[[], float] = time.time,
+) -> list[tuple[str, int]]:
+    """The async twin of ``common``."""
+    return await faces.arun(_common(name, severity, limit, previous, clock), client)
+
+
+def _common(
+    name: str,
+    severity: int | str,
+    limit: int | None,
+    previous: bool,
+    clock: Callable[[], float],
+) -> faces.Op:
     name = _validate_name(name)
     severity = normalize_severity(severity)
     limit = check_optional_count(limit, "limit")
-    client = resolve_client(client)
     hour = int(clock() // HOUR) * HOUR
     wanted = hour - HOUR if previous else hour
     key = _common_key(name, severity)
     keys = [key, f"{key}:last", f"{key}:start", f"{key}:pstart"]
     stop = -1 if limit is None else limit - 1
-    raw = lua.script(client, "log_common_read")(keys=keys, args=[wanted, stop])
-    rows = zip(raw[::2], raw[1::2], strict=True)
-    return [(member.decode(), int(score)) for member, score in rows]
+
+    def rows(raw: list[bytes]) -> list[tuple[str, int]]:
+        pairs = zip(raw[::2], raw[1::2], strict=True)
+        return [(member.decode(), int(score)) for member, score in pairs]
+
+    return faces.script("log_common_read", keys, [wanted, stop], then=rows)
 
 
 class RedisLogHandler(logging.Handler):
@@ -205,6 +285,11 @@ class RedisLogHandler(logging.Handler):
     ``client`` defaults to ``get_redis()`` at each record, so settings changes apply.
     Each record costs one round trip in the thread that logs; with Redis unreachable a
     log call waits at most the client's connect timeout, then goes to handleError.
+
+    It stays sync: ``logging`` calls ``emit`` inside the code that logs, which cannot
+    await it. In an event loop a record therefore holds the loop for its round trip;
+    asyncio code that logs much puts the handler behind a ``logging.handlers.QueueHandler``
+    so a ``QueueListener``'s thread does the writing.
     """
 
     # Per thread: set while emit() talks to Redis, so records logged meanwhile

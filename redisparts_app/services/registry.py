@@ -24,6 +24,11 @@ the name's score again, so a name noted by anybody meanwhile stays: a name in us
 forgotten. Readers that already read every thing of a page (the admin's lists, the
 figures) prune what they saw; nothing else has to run for the registries to stay small.
 
+Every call to Redis but ``rebuild`` (a SCAN walk, for maintenance) has an async twin
+named with an ``a`` (``anote``, ``anames``, ``apage``, ``aexisting``, ``aprune``,
+``aforget``) taking a redis.asyncio ``client`` (None: ``get_async_redis()``), built on the
+same core (``faces``).
+
 Bounds: a name is listed from its first use; a name used before an upgrade, or written
 by code outside the services, is listed after its next use or after
 ``rp_registry --rebuild`` (one SCAN: a maintenance command). After the registry is lost
@@ -42,7 +47,7 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .. import faces, lua
+from .. import faces
 from ..conf import app_settings
 from ..connection import Client, is_pipeline, resolve_client
 from ..keys import make_key, scan_keys
@@ -50,7 +55,12 @@ from ..keys import make_key, scan_keys
 __all__ = [
     "COMPONENTS",
     "NOTE_INTERVAL",
+    "aexisting",
+    "aforget",
+    "anames",
     "anote",
+    "apage",
+    "aprune",
     "existing",
     "forget",
     "forget_command",
@@ -129,6 +139,11 @@ def forget(component: str, name: str, *, client: Client | None = None) -> None:
     faces.run(forget_command(component, name), resolve_client(client))
 
 
+async def aforget(component: str, name: str, *, client: Client | None = None) -> None:
+    """The async twin of ``forget``."""
+    await faces.arun(forget_command(component, name), client)
+
+
 def forget_noted() -> None:
     """Make this process note every name again at its next use (after a flush, in tests)."""
     with _noted_guard:
@@ -137,8 +152,16 @@ def forget_noted() -> None:
 
 def names(component: str, *, client: Client | None = None) -> list[str]:
     """Every registered name of ``component``, sorted."""
-    found = resolve_client(client).zrange(registry_key(component), 0, -1)
-    return sorted(name.decode() for name in found)
+    return faces.run(_names(component), resolve_client(client))
+
+
+async def anames(component: str, *, client: Client | None = None) -> list[str]:
+    """The async twin of ``names``."""
+    return await faces.arun(_names(component), client)
+
+
+def _names(component: str) -> faces.Op:
+    return faces.command("zrange", registry_key(component), 0, -1, then=_sorted)
 
 
 def page(
@@ -146,9 +169,21 @@ def page(
 ) -> tuple[list[str], int]:
     """Up to ``count`` names from position ``cursor`` (sorted within the page) and the next
     cursor, 0 at the end. Names added or forgotten meanwhile may shift a page by as many."""
-    found = resolve_client(client).zrange(registry_key(component), cursor, cursor + count - 1)
-    following = cursor + count if len(found) == count else 0
-    return sorted(name.decode() for name in found), following
+    return faces.run(_page(component, cursor, count), resolve_client(client))
+
+
+async def apage(
+    component: str, cursor: int = 0, count: int = 50, *, client: Client | None = None
+) -> tuple[list[str], int]:
+    """The async twin of ``page``."""
+    return await faces.arun(_page(component, cursor, count), client)
+
+
+def _page(component: str, cursor: int, count: int) -> faces.Op:
+    def paged(found: list[bytes]) -> tuple[list[str], int]:
+        return _sorted(found), cursor + count if len(found) == count else 0
+
+    return faces.command("zrange", registry_key(component), cursor, cursor + count - 1, then=paged)
 
 
 def existing(
@@ -161,16 +196,35 @@ def existing(
     """Return which of ``candidates`` (default: every registered name) still have a key
     in Redis, sorted; ``key_of(name)`` gives the key, or several keys of one slot, to look
     for. One pipeline of EXISTS; the names found gone for good are forgotten (``prune``)."""
-    client = resolve_client(client)
-    wanted = names(component, client=client) if candidates is None else list(candidates)
+    return faces.run(_existing(component, key_of, candidates), resolve_client(client))
+
+
+async def aexisting(
+    component: str,
+    key_of: Callable[[str], str | Sequence[str]],
+    candidates: Sequence[str] | None = None,
+    *,
+    client: Client | None = None,
+) -> list[str]:
+    """The async twin of ``existing``."""
+    return await faces.arun(_existing(component, key_of, candidates), client)
+
+
+def _existing(
+    component: str,
+    key_of: Callable[[str], str | Sequence[str]],
+    candidates: Sequence[str] | None,
+) -> faces.Steps[list[str]]:
+    wanted = (yield _names(component)) if candidates is None else list(candidates)
     if not wanted:
         return []
-    pipe = client.pipeline(transaction=False)
+    checks = []
     for name in wanted:
         key = key_of(name)
-        pipe.exists(*([key] if isinstance(key, str) else key))
-    found = {name for name, count in zip(wanted, pipe.execute(), strict=True) if count}
-    prune(component, lambda stale: [name in found for name in stale], wanted, client=client)
+        checks.append(faces.command("exists", *([key] if isinstance(key, str) else key)))
+    counts = yield faces.pipeline(checks)
+    found = {name for name, count in zip(wanted, counts, strict=True) if count}
+    yield from _prune(component, lambda stale: [name in found for name in stale], wanted)
     return sorted(found)
 
 
@@ -184,17 +238,43 @@ def prune(
     """Forget the names among ``candidates`` (default: all) that nobody noted for two
     NOTE_INTERVALs and whose thing ``alive`` (given the names, one bool each) says is gone.
     Return how many were forgotten."""
-    client = resolve_client(client)
+    return faces.run(_prune(component, alive, candidates), resolve_client(client))
+
+
+async def aprune(
+    component: str,
+    alive: Callable[[list[str]], Iterable[bool]],
+    candidates: Iterable[str] | None = None,
+    *,
+    client: Client | None = None,
+) -> int:
+    """The async twin of ``prune`` (``alive`` stays a plain function)."""
+    return await faces.arun(_prune(component, alive, candidates), client)
+
+
+def _prune(
+    component: str,
+    alive: Callable[[list[str]], Iterable[bool]],
+    candidates: Iterable[str] | None,
+) -> faces.Steps[int]:
     key = registry_key(component)
     cutoff = time.time() - 2 * NOTE_INTERVAL
-    stale = [n.decode() for n in client.zrangebyscore(key, "-inf", cutoff)]
+    stale = _decoded((yield faces.command("zrangebyscore", key, "-inf", cutoff)))
     if candidates is not None:
         wanted = set(candidates)
         stale = [name for name in stale if name in wanted]
     gone = [name for name, up in zip(stale, alive(stale), strict=True) if not up]
     if not gone:
         return 0
-    return int(lua.script(client, "registry_forget")(keys=[key], args=[cutoff, *gone]))
+    return int((yield faces.script("registry_forget", [key], [cutoff, *gone])))
+
+
+def _decoded(found: list[bytes]) -> list[str]:
+    return [name.decode() for name in found]
+
+
+def _sorted(found: list[bytes]) -> list[str]:
+    return sorted(_decoded(found))
 
 
 # What each component's keys look like, for ``rebuild``: the name is the hash tag, and

@@ -27,18 +27,22 @@ Both hashes expire two hours after their last update. Response times are in seco
 ``redisparts_app.middleware.ResponseTimeMiddleware`` record them under the kind
 ``access_time`` and keep the ``SLOWEST_VIEWS_LIMIT`` slowest views ranked by their
 average. Recording a response time never raises a Redis error: it is logged and dropped.
+
+Each function has an async twin named with an ``a`` (``await aupdate_stats(...)``, ``await
+aget_stats(...)``, ``async with aaccess_time(view):``, ...) taking a redis.asyncio
+``client`` (None: ``get_async_redis()``), built on the same core (``faces``).
 """
 
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
 import redis
 
-from .. import lua
+from .. import faces
 from ..conf import positive_int_setting
 from ..connection import Client, resolve_client
 from ..keys import make_key
@@ -47,7 +51,12 @@ from . import registry
 
 __all__ = [
     "Stats",
+    "aaccess_time",
     "access_time",
+    "aget_stats",
+    "arecord_access_time",
+    "aslowest_views",
+    "aupdate_stats",
     "get_stats",
     "record_access_time",
     "slowest_views",
@@ -109,17 +118,32 @@ def update_stats(
 
     The hour comes from ``clock`` (epoch seconds). One round trip (a Lua script).
     """
+    return faces.run(_update_stats(context, kind, value, clock), resolve_client(client))
+
+
+async def aupdate_stats(
+    context: str,
+    kind: str,
+    value: float,
+    *,
+    client: Client | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Stats:
+    """The async twin of ``update_stats`` (``client``: a redis.asyncio client or None)."""
+    return await faces.arun(_update_stats(context, kind, value, clock), client)
+
+
+def _update_stats(
+    context: str, kind: str, value: float, clock: Callable[[], float]
+) -> faces.Steps[Stats]:
     context, kind = _validate_names(context, kind)
     value = check_number(value, "value", minimum=-MAX_VALUE, maximum=MAX_VALUE)
-    client = resolve_client(client)
     hour = int(clock() // HOUR) * HOUR
     key = stats_key(context, kind)
-    raw = lua.script(client, "stats_update")(
-        keys=[key, f"{key}:last"], args=[repr(value), repr(value * value), hour, STATS_TTL]
-    )
-    registry.note("stats", f"{context}:{kind}", client=client)
-    fields = dict(zip(raw[::2], raw[1::2], strict=True))
-    return _parse(fields)
+    args = [repr(value), repr(value * value), hour, STATS_TTL]
+    stats = yield faces.script("stats_update", [key, f"{key}:last"], args, then=_parse)
+    yield from registry.noting("stats", f"{context}:{kind}")
+    return stats
 
 
 def get_stats(
@@ -135,15 +159,29 @@ def get_stats(
     The hour comes from ``clock``; statistics not updated since the hour changed are read
     as they would be after their rollover. One round trip (a Lua script).
     """
+    return faces.run(_get_stats(context, kind, previous, clock), resolve_client(client))
+
+
+async def aget_stats(
+    context: str,
+    kind: str,
+    *,
+    previous: bool = False,
+    client: Client | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Stats | None:
+    """The async twin of ``get_stats``."""
+    return await faces.arun(_get_stats(context, kind, previous, clock), client)
+
+
+def _get_stats(context: str, kind: str, previous: bool, clock: Callable[[], float]) -> faces.Op:
     context, kind = _validate_names(context, kind)
-    client = resolve_client(client)
     hour = int(clock() // HOUR) * HOUR
     wanted = hour - HOUR if previous else hour
     key = stats_key(context, kind)
-    raw = lua.script(client, "stats_read")(keys=[key, f"{key}:last"], args=[wanted])
-    if not raw:
-        return None
-    return _parse(dict(zip(raw[::2], raw[1::2], strict=True)))
+    return faces.script(
+        "stats_read", [key, f"{key}:last"], [wanted], then=lambda raw: _parse(raw) if raw else None
+    )
 
 
 def record_access_time(
@@ -157,24 +195,68 @@ def record_access_time(
 
     Two round trips: the statistics script, then the ranking (another Cluster slot).
     """
+    return faces.run(_record_access_time(view, seconds, clock), resolve_client(client))
+
+
+async def arecord_access_time(
+    view: str,
+    seconds: float,
+    *,
+    client: Client | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Stats:
+    """The async twin of ``record_access_time``."""
+    return await faces.arun(_record_access_time(view, seconds, clock), client)
+
+
+def _record_access_time(
+    view: str, seconds: float, clock: Callable[[], float]
+) -> faces.Steps[Stats]:
     check_number(seconds, "seconds", minimum=0)
-    client = resolve_client(client)
-    stats = update_stats(view, ACCESS_TIME, seconds, client=client, clock=clock)
+    stats = yield from _update_stats(view, ACCESS_TIME, seconds, clock)
     ranking = _slowest_key()
     # Not MULTI: Cluster clients refuse it; a trim that runs late only trims later.
-    pipe = client.pipeline(transaction=False)
-    pipe.zadd(ranking, {stats_context(view): stats.mean})
-    pipe.zremrangebyrank(ranking, 0, -positive_int_setting("SLOWEST_VIEWS_LIMIT") - 1)
-    pipe.execute()
+    yield faces.pipeline(
+        [
+            faces.command("zadd", ranking, {stats_context(view): stats.mean}),
+            faces.command(
+                "zremrangebyrank", ranking, 0, -positive_int_setting("SLOWEST_VIEWS_LIMIT") - 1
+            ),
+        ]
+    )
     return stats
+
+
+def _recording(view: str, seconds: float, clock: Callable[[], float]) -> faces.Steps[None]:
+    """The core of ``access_time``: record, and log a Redis error rather than raise it."""
+    try:
+        yield from _record_access_time(view, seconds, clock)
+    except redis.RedisError as exc:
+        logger.warning("response time of %s not recorded: %s", view, exc)
 
 
 def slowest_views(limit: int = 10, *, client: Client | None = None) -> list[tuple[str, float]]:
     """Return ``(view, average seconds)`` pairs, slowest first."""
+    return faces.run(_slowest_views(limit), resolve_client(client))
+
+
+async def aslowest_views(
+    limit: int = 10, *, client: Client | None = None
+) -> list[tuple[str, float]]:
+    """The async twin of ``slowest_views``."""
+    return await faces.arun(_slowest_views(limit), client)
+
+
+def _slowest_views(limit: int) -> faces.Op:
     check_count(limit, "limit")
-    client = resolve_client(client)
-    rows = client.zrevrange(_slowest_key(), 0, limit - 1, withscores=True)
-    return [(member.decode(), float(score)) for member, score in rows]
+    return faces.command(
+        "zrevrange",
+        _slowest_key(),
+        0,
+        limit - 1,
+        withscores=True,
+        then=lambda rows: [(member.decode(), float(score)) for member, score in rows],
+    )
 
 
 @contextmanager
@@ -197,10 +279,26 @@ def access_time(
         yield
     finally:
         elapsed = max(0.0, timer() - start)
-        try:
-            record_access_time(view, elapsed, client=client, clock=clock)
-        except redis.RedisError as exc:
-            logger.warning("response time of %s not recorded: %s", view, exc)
+        faces.run(_recording(view, elapsed, clock), resolve_client(client))
+
+
+@asynccontextmanager
+async def aaccess_time(
+    view: str,
+    *,
+    client: Client | None = None,
+    clock: Callable[[], float] = time.time,
+    timer: Callable[[], float] = time.perf_counter,
+) -> AsyncIterator[None]:
+    """The async twin of ``access_time``: ``async with aaccess_time(view):``, or as a
+    decorator of an ``async def``."""
+    view = stats_context(view)
+    start = timer()
+    try:
+        yield
+    finally:
+        elapsed = max(0.0, timer() - start)
+        await faces.arun(_recording(view, elapsed, clock), client)
 
 
 def stats_context(name: str) -> str:
@@ -223,7 +321,9 @@ def _validate_names(context: str, kind: str) -> tuple[str, str]:
     return context, check_key_part(kind, "statistics kind")
 
 
-def _parse(fields: dict[bytes, bytes]) -> Stats:
+def _parse(raw: list[bytes]) -> Stats:
+    """The Stats of a script's reply: field, value, field, value, ..."""
+    fields = dict(zip(raw[::2], raw[1::2], strict=True))
     return Stats(
         hour=int(fields[b"hour"]),
         count=int(fields[b"count"]),
