@@ -25,7 +25,8 @@ Import: ``from redisparts_app.middleware import PresenceMiddleware``.
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import redis
@@ -37,8 +38,8 @@ from django.template.response import TemplateResponse
 from .conf import app_settings
 from .exceptions import InvalidArgument
 from .services.config import Maintenance, amaintenance_status, maintenance_status
-from .services.presence import DEFAULT_DEVICE, record_activity
-from .services.stats import record_access_time, stats_context
+from .services.presence import DEFAULT_DEVICE, arecord_activity, record_activity
+from .services.stats import arecord_access_time, record_access_time, stats_context
 
 __all__ = [
     "MaintenanceMiddleware",
@@ -64,9 +65,10 @@ UNAVAILABLE_REPLIES = (
 
 class _Middleware:
     """Sync and async capable: ``__call__`` runs ``before`` (which may answer instead of the
-    view), the rest of the chain, then ``after``. In the async chain a hook a subclass
-    defines runs in Django's thread for sync code (``sync_to_async``): it talks to Redis,
-    and may read ``request.user`` from the database."""
+    view), the rest of the chain, then ``after``. In the async chain ``abefore`` runs
+    instead of ``before``; a subclass that defines only the sync hooks has them run in
+    Django's thread for sync code (``sync_to_async``), since they may talk to Redis and
+    read ``request.user`` from the database."""
 
     sync_capable = True
     async_capable = True
@@ -166,15 +168,34 @@ class PresenceMiddleware(_Middleware):
     def before(self, request: HttpRequest) -> None:
         user = getattr(request, "user", None)
         if user is not None and user.is_authenticated:
-            self.record(user.get_username(), getattr(request.session, "session_key", None))
+            with _not_recorded(logger, "presence of", user.get_username()):
+                record_activity(user.get_username(), _device(request))
 
-    def record(self, username: str, session_key: str | None) -> None:
-        try:
-            record_activity(username, session_key or DEFAULT_DEVICE)
-        except InvalidArgument as exc:
-            logger.debug("presence not recorded: %s", exc)
-        except redis.RedisError as exc:
-            logger.warning("presence of %s not recorded: %s", username, exc)
+    async def abefore(self, request: HttpRequest) -> None:
+        # The user from the database through Django's async auth, the activity in the
+        # event loop: no thread.
+        auser = getattr(request, "auser", None)
+        user = await auser() if auser is not None else None
+        if user is not None and user.is_authenticated:
+            with _not_recorded(logger, "presence of", user.get_username()):
+                await arecord_activity(user.get_username(), _device(request))
+
+
+def _device(request: HttpRequest) -> str:
+    """The session's key: one user's tabs and devices are one presence."""
+    return getattr(getattr(request, "session", None), "session_key", None) or DEFAULT_DEVICE
+
+
+@contextmanager
+def _not_recorded(log: logging.Logger, what: str, name: str) -> Iterator[None]:
+    """Let the request go on when a figure cannot be recorded: bad input (a name that is
+    no key part) at DEBUG, Redis unreachable at WARNING."""
+    try:
+        yield
+    except InvalidArgument as exc:
+        log.debug("%s %s not recorded: %s", what, name, exc)
+    except redis.RedisError as exc:
+        log.warning("%s %s not recorded: %s", what, name, exc)
 
 
 class MaintenanceMiddleware(_Middleware):
@@ -269,21 +290,23 @@ class ResponseTimeMiddleware(_Middleware):
         return response
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
-        # Timed in the event loop; only the recording goes to a thread.
+        # Timed and recorded in the event loop.
         start = self.timer()
         response = await self.get_response(request)
-        await sync_to_async(self.after)(request, self.timer() - start)
+        view = _view_name(request)
+        if view is not None:
+            with _not_recorded(stats_logger, "response time of", view):
+                await arecord_access_time(stats_context(view), self.timer() - start)
         return response
 
     def after(self, request: HttpRequest, elapsed: float) -> None:
-        match = getattr(request, "resolver_match", None)
-        if match is not None:
-            self.record(match.view_name.replace(":", "."), elapsed)
+        view = _view_name(request)
+        if view is not None:
+            with _not_recorded(stats_logger, "response time of", view):
+                record_access_time(stats_context(view), elapsed)
 
-    def record(self, view: str, seconds: float) -> None:
-        try:
-            record_access_time(stats_context(view), seconds)
-        except InvalidArgument as exc:
-            stats_logger.debug("response time not recorded: %s", exc)
-        except redis.RedisError as exc:
-            stats_logger.warning("response time of %s not recorded: %s", view, exc)
+
+def _view_name(request: HttpRequest) -> str | None:
+    """The resolved view's name with ``:`` as ``.``; None for a request no view took."""
+    match = getattr(request, "resolver_match", None)
+    return None if match is None else match.view_name.replace(":", ".")

@@ -86,6 +86,18 @@ def test_the_async_chain_reads_the_flag_with_the_async_twin(async_client, monkey
         config.clear_local_cache()
 
 
+def test_the_async_chain_records_with_the_async_twins(async_client, monkeypatch):
+    def sync_call(*args, **options):
+        raise AssertionError("a sync Redis call in an async chain")
+
+    monkeypatch.setattr(middleware, "record_activity", sync_call)
+    monkeypatch.setattr(middleware, "record_access_time", sync_call)
+    user = User.objects.create_user("ada", password="x")
+    assert get(async_client, "/async/", user).status_code == 200
+    assert presence.is_online("ada")
+    assert get_stats("async_page", ACCESS_TIME).count == 1
+
+
 def test_with_redis_unreachable_the_async_chain_serves_normally(async_client, tmp_path, caplog):
     config.clear_local_cache()
     down = override_settings(REDISPARTS={"CONNECTIONS": {"default": f"unix://{tmp_path}/no.sock"}})
