@@ -11,8 +11,9 @@ With a path: that one run, as it was measured (no kept run: var/bench/latest.jso
 
 ``--write-docs`` replaces, in docs/benchmarks.md, each block between
 ``<!-- bench: NAME -->`` and ``<!-- /bench -->`` whose module the runs hold (``summary``:
-the table of targets and checks, when the latest run holds every module); the prose
-around the blocks is left as it is.
+the table of targets and checks, when the runs cover every module: a module run again
+alone after a change counts beside the others of the last full run); the prose around
+the blocks is left as it is.
 """
 
 import argparse
@@ -153,6 +154,13 @@ def spread_markdown(runs: list[dict], name: str) -> str:
     return "\n".join(lines)
 
 
+def covered(runs: list[dict]) -> list[str]:
+    """The modules the runs measured, in bench/'s order: a module measured again alone
+    after a change stands beside the others of the last full run."""
+    names = {name for run in runs for name in run["modules"]}
+    return [name for name in benchmark_modules() if name in names]
+
+
 def spread_summary(runs: list[dict]) -> str:
     """Return one Markdown table of every target (median and spread over the runs) and
     every check (in how many runs it held)."""
@@ -160,7 +168,7 @@ def spread_summary(runs: list[dict]) -> str:
         "| benchmark | ratio or check | median | spread | runs | target | result |",
         "|---|---|--:|--:|--:|--:|---|",
     ]
-    for name in runs[-1]["modules"]:
+    for name in covered(runs):
         measured = _measured(runs, name)
         if not measured:
             lines.append(f"| {name} | the module | | | | | FAILED |")
@@ -212,21 +220,23 @@ def write_docs(
 ) -> list[str]:
     """Replace the page's blocks of the modules ``report`` holds; return their names.
 
-    With ``runs`` (the kept runs, ``report`` the latest of them), each block shows the
-    ratios' medians and spreads over the runs before the latest run's tables.
+    With ``runs`` (the kept runs, ``report`` the latest of them), the blocks of every
+    module the runs measured, each with the ratios' medians and spreads over the runs
+    before the latest tables; the summary when the runs cover every module.
     """
     run = f"Run of {machine_line(report)}."
     if report.get("quick"):
         run += " A quick run (QUICK=1): its figures are not meaningful."
     blocks = {}
-    if set(report["modules"]) >= set(benchmark_modules()):  # the summary of a full run only
+    measured = covered(runs) if runs else list(report["modules"])
+    if set(measured) >= set(benchmark_modules()):  # the summary of every module only
         table = spread_summary(runs) if runs else summary(report)
         blocks["summary"] = f"{run}\n\n{table}" if not runs else table
-    for name, result in report["modules"].items():
+    for name in measured:
         if runs:
             blocks[name] = spread_markdown(runs, name)
         else:
-            blocks[name] = f"{run}\n\n{module_markdown(name, result)}"
+            blocks[name] = f"{run}\n\n{module_markdown(name, report['modules'][name])}"
     written = []
 
     def fill(match: re.Match[str]) -> str:

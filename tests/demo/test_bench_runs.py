@@ -3,7 +3,7 @@
 import json
 
 from bench.harness import Section, describe_state, render
-from bench.report import ratio_series, spread_summary
+from bench.report import covered, ratio_series, spread_summary
 from bench.run import close_to_target, keep_run, module_timeout
 
 
@@ -58,7 +58,20 @@ def test_a_module_with_a_ratio_near_its_target_is_picked_to_run_again():
 def test_the_repeats_of_a_run_count_in_the_median_and_the_spread():
     first = _result((0.96, 1.0))
     first["repeats"] = [_result((1.02, 1.0)), _result((1.01, 1.0)), _result(error="timed out")]
-    runs = [{"machine": {"date": "d"}, "modules": {"m": first}}]
-    [(_title, _ratio, values)] = ratio_series(runs, "m")
+    runs = [{"machine": {"date": "d"}, "modules": {"chat": first}}]
+    [(_title, _ratio, values)] = ratio_series(runs, "chat")
     assert values == [0.96, 1.02, 1.01]  # the failed repeat is no measurement
     assert "| r0 | 1.01x | 0.96..1.02 | 3 | >= 1x | met |" in spread_summary(runs)
+
+
+def test_a_module_run_again_alone_stands_beside_the_others_of_the_full_run():
+    full = {
+        "machine": {"date": "d1"},
+        "modules": {"locks": _result((0.8, 0.9)), "chat": _result((2.1, 2.0))},
+    }
+    again = {"machine": {"date": "d2"}, "modules": {"locks": _result((0.95, 0.9))}}
+    runs = [full, again]
+    assert covered(runs) == ["chat", "locks"]  # bench/'s order
+    table = spread_summary(runs)
+    assert "| chat | r0 | 2.10x | 2.10..2.10 | 1 | >= 2x | met |" in table
+    assert "| locks | r0 | 0.88x | 0.80..0.95 | 2 | >= 0.9x | MISSED |" in table
