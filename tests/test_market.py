@@ -6,9 +6,10 @@ import time
 
 import pytest
 import redis
+import redis.asyncio
 from redis.crc import key_slot
 
-from redisparts_app import keys
+from redisparts_app import keys, lua
 from redisparts_app.connection import aclose_async_clients, get_async_redis
 from redisparts_app.exceptions import (
     InsufficientFunds,
@@ -26,7 +27,7 @@ from redisparts_app.exceptions import (
     UserExists,
 )
 from redisparts_app.services import market
-from redisparts_app.services.locks import Lock
+from redisparts_app.services.locks import Lock, lock_keys
 from tests.processes import CONTEXT, run_in_processes
 from tests.test_faces import run
 
@@ -378,6 +379,44 @@ def test_a_cancelled_async_buyer_leaves_the_lock_and_the_listing_as_they_were(sh
     held.release()
     assert Lock(name, ttl=5).try_acquire() is not None  # nobody took it meanwhile
     assert market.get_price("sword", "alice") == 300
+
+
+class StallingPurchases(redis.asyncio.Redis):
+    """A real async client whose purchase scripts wait (until cancelled) before they leave."""
+
+    stalled: asyncio.Event
+
+    async def execute_command(self, *args, **options):
+        if args[:2] == ("EVALSHA", lua.sha("market_purchase")):
+            self.stalled.set()
+            await asyncio.Event().wait()
+        return await super().execute_command(*args, **options)
+
+
+@pytest.mark.single_server  # a client of the session server
+def test_a_purchase_task_cancelled_while_it_holds_the_lock_releases_it(shop, redis_url):
+    market.list_item("alice", "sword", 300)
+    owner_key = lock_keys(market.lock_name("sword", "alice", "item_lock"))[0]
+    before = _snapshot(shop)
+
+    async def main():
+        client = StallingPurchases.from_url(redis_url)
+        client.stalled = asyncio.Event()
+        buyer = asyncio.create_task(
+            market.apurchase("bob", "sword", "alice", 300, strategy="item_lock", client=client)
+        )
+        await asyncio.wait_for(client.stalled.wait(), 10)
+        held = shop.exists(owner_key)
+        buyer.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await buyer
+        await client.aclose()
+        return held
+
+    assert run(main()) == 1  # the lock was held when the task was cancelled
+    assert shop.exists(owner_key) == 0
+    assert _snapshot(shop) == before
+    assert market.purchase("bob", "sword", "alice", 300, strategy="item_lock").price == 300
 
 
 # --- several processes trading at once ----------------------------------------------------
