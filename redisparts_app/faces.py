@@ -23,9 +23,10 @@ script: EVALSHA, SCRIPT LOAD when the server lacks it), ``pipeline`` (several at
 one round trip; scripts in it go as EVALSHA too), ``transaction`` (MULTI/EXEC on the
 server holding a key, as ``connection.transaction``), ``watch`` (WATCH, reads, then
 MULTI/EXEC: an optimistic transaction), ``scripts`` (one script per (keys, args),
-pipelined per node, as the chat's fetch across chats), ``sleep``, and ``CLIENT`` (the
-client the core runs on, for what depends on it). Two executors run a core:
-``run(core, client)`` on a sync client, cluster client or pipeline, ``await arun(core,
+pipelined per node, as the chat's fetch across chats), ``sleep``, ``on`` (an operation
+sent to another client of the same face, for a core that talks to two servers), and
+``CLIENT`` (the client the core runs on, for what depends on it). Two executors run a
+core: ``run(core, client)`` on a sync client, cluster client or pipeline, ``await arun(core,
 client)`` on a ``redis.asyncio`` one (None: ``connection.get_async_redis()``). An
 error of an operation is raised inside the core, which may catch it.
 """
@@ -71,6 +72,7 @@ __all__ = [
     "arun",
     "clients",
     "command",
+    "on",
     "pipeline",
     "run",
     "script",
@@ -126,12 +128,20 @@ class Watch(Op):
     reads: list[Command]
     write: Callable[[list[Any]], list[Command] | None]
     then: Callable[[Any], Any] | None = None
+    also: Sequence[str] = ()
 
 
 @dataclass(slots=True)
 class Scripts(Op):
     name: str
     calls: list[tuple[list[str], list[Any]]]
+    then: Callable[[Any], Any] | None = None
+
+
+@dataclass(slots=True)
+class On(Op):
+    client: Any
+    op: Op
     then: Callable[[Any], Any] | None = None
 
 
@@ -190,16 +200,18 @@ def watch(
     reads: list[Any],
     write: Callable[[list[Any]], list[Any] | None],
     *,
+    also: Sequence[str] = (),
     then: Callable[[Any], Any] | None = None,
 ) -> Op:
-    """An optimistic transaction on the server holding ``key``: WATCH ``key``, run the
-    ``reads`` at once, then MULTI, the commands ``write(read replies)`` returns, EXEC.
+    """An optimistic transaction on the server holding ``key``: WATCH ``key`` (and the
+    keys ``also`` names, in its slot), run the ``reads`` at once, then MULTI, the
+    commands ``write(read replies)`` returns, EXEC.
 
     The reply is ``(read replies, EXEC's replies)``; ``(read replies, None)`` when
     ``write`` returned None (UNWATCH, nothing written). A write of the key by another
     client between WATCH and EXEC raises redis.WatchError in the core, which may retry.
     """
-    return Watch(key, reads, write, then)
+    return Watch(key, reads, write, then, also)
 
 
 def scripts(
@@ -208,6 +220,12 @@ def scripts(
     """Script ``name`` run once per ``(keys, args)`` (each call's keys in one slot), in one
     pipeline per node; the reply is the list of their replies, in order."""
     return Scripts(name, calls, then)
+
+
+def on(client: Any, op: Op) -> Op:
+    """``op`` sent to ``client`` instead of the core's client: a client of the same face
+    (sync, or ``redis.asyncio`` on the async face), for a core that talks to two servers."""
+    return On(client, op)
 
 
 def sleep(seconds: float) -> Op:
@@ -297,6 +315,8 @@ def _do(op: Any, client: Any) -> Any:
     elif kind is Sleep:
         time.sleep(op.seconds)
         reply = None
+    elif kind is On:
+        reply = _do(op.op, op.client)
     else:
         raise TypeError(f"a core yielded {op!r}, not a faces operation")
     return reply if op.then is None else op.then(reply)
@@ -312,7 +332,7 @@ def _queue_all(pipe: Any, ops: list[Any]) -> None:
 
 def _sync_watch(client: Any, op: Watch) -> tuple[list[Any], list[Any] | None]:
     with on_slot(client, op.key) as server, server.pipeline(transaction=True) as pipe:
-        pipe.watch(op.key)
+        pipe.watch(op.key, *op.also)
         reads = [getattr(pipe, read.name)(*read.args, **read.kwargs) for read in op.reads]
         writes = op.write(reads)
         if writes is None:
@@ -460,6 +480,8 @@ async def _ado(op: Any, client: Any) -> Any:
     elif kind is Sleep:
         await asyncio.sleep(op.seconds)
         reply = None
+    elif kind is On:
+        reply = await _ado(op.op, resolve_async_client(op.client))
     else:
         raise TypeError(f"a core yielded {op!r}, not a faces operation")
     return reply if op.then is None else op.then(reply)
@@ -467,7 +489,7 @@ async def _ado(op: Any, client: Any) -> Any:
 
 async def _awatch(client: Any, op: Watch) -> tuple[list[Any], list[Any] | None]:
     async with aon_slot(client, op.key) as server, server.pipeline(transaction=True) as pipe:
-        await pipe.watch(op.key)
+        await pipe.watch(op.key, *op.also)
         reads = [await getattr(pipe, read.name)(*read.args, **read.kwargs) for read in op.reads]
         writes = op.write(reads)
         if writes is None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import redis
+import redis.asyncio
 from django.core.management import CommandError, call_command
 
 from redisparts_app import keys
@@ -19,14 +20,9 @@ from redisparts_app.exceptions import (
     LogProgressConflict,
     ReplicationTimeout,
 )
+from redisparts_app.services import persistence
 from redisparts_app.services.log_processing import LogProcessor
-from redisparts_app.services.persistence import (
-    backup,
-    node_statuses,
-    server_status,
-    sha256_of,
-    wait_for_sync,
-)
+from redisparts_app.services.persistence import backup, sha256_of
 from redisparts_app.testing import free_port, wait_until
 from tests.processes import CONTEXT
 
@@ -242,65 +238,96 @@ def replication(redis_server_factory):
     return start
 
 
+@pytest.fixture
+def face_clients(face):
+    """``face_clients(*servers)``: a client of each server for the test's face (redis.asyncio
+    on the async face, closed at the end)."""
+    opened = []
+
+    def clients(*servers):
+        if not face.is_async:
+            return [server.client() for server in servers]
+        made = [redis.asyncio.Redis.from_url(server.url) for server in servers]
+        opened.extend(made)
+        return made
+
+    yield clients
+    for client in opened:
+        face.run(client.aclose())
+
+
+@pytest.fixture
+def persist(face):
+    """The persistence calls on the sync face, then on the async face (``await_for_sync``)."""
+    return face(persistence)
+
+
 @pytest.mark.slow
 @pytest.mark.single_server  # servers of its own
-def test_wait_for_sync_returns_once_the_writes_are_on_the_replica(replication):
+def test_wait_for_sync_returns_once_the_writes_are_on_the_replica(
+    replication, face_clients, persist
+):
     master, replica = replication()
     master_client, replica_client = master.client(), replica.client()
     pipe = master_client.pipeline(transaction=False)
     for n in range(2000):
         pipe.set(f"key:{n}", n)
     pipe.execute()
-    assert wait_for_sync(master_client, replica_client, timeout=10) is True
+    assert persist.wait_for_sync(*face_clients(master, replica), timeout=10) is True
     assert replica_client.get("key:1999") == b"1999"
     assert replica_client.dbsize() == 2000  # the marker is gone or never counted twice
 
 
 @pytest.mark.slow
 @pytest.mark.single_server  # servers of its own
-def test_wait_for_sync_with_disk_waits_for_the_replica_aof(replication):
+def test_wait_for_sync_with_disk_waits_for_the_replica_aof(replication, face_clients, persist):
     master, replica = replication("--appendonly", "yes", "--appendfsync", "always")
-    master_client, replica_client = master.client(), replica.client()
-    master_client.set("durable", "yes")
-    assert wait_for_sync(master_client, replica_client, timeout=10, disk=True) is True
-    assert replica_client.get("durable") == b"yes"
+    master.client().set("durable", "yes")
+    assert persist.wait_for_sync(*face_clients(master, replica), timeout=10, disk=True) is True
+    assert replica.client().get("durable") == b"yes"
+    assert master.client().dbsize() == 1  # the marker, written twice, is gone
 
 
 @pytest.mark.slow
 @pytest.mark.single_server  # servers of its own
-def test_wait_for_sync_on_a_stopped_replica_raises_or_warns_by_policy(replication, caplog):
+def test_wait_for_sync_on_a_stopped_replica_raises_or_warns_by_policy(
+    replication, face_clients, persist, caplog
+):
     master, replica = replication()
-    master_client, replica_client = master.client(), replica.client()
+    master_client, replica_client = face_clients(master, replica)
     replica.stop()
-    master_client.set("lost", "1")
+    master.client().set("lost", "1")
     with pytest.raises(ReplicationTimeout, match=r"not replicated within 0\.3s"):
-        wait_for_sync(master_client, replica_client, timeout=0.3)
+        persist.wait_for_sync(master_client, replica_client, timeout=0.3)
     with caplog.at_level(logging.WARNING):
-        assert wait_for_sync(master_client, replica_client, timeout=0.3, policy="warn") is False
+        warned = persist.wait_for_sync(master_client, replica_client, timeout=0.3, policy="warn")
+    assert warned is False
     assert "not replicated" in caplog.text
+    assert master.client().dbsize() == 1  # the markers are gone
 
 
 @pytest.mark.slow
 @pytest.mark.single_server  # servers of its own
-def test_wait_for_sync_with_disk_refuses_a_replica_without_aof(replication):
+def test_wait_for_sync_with_disk_refuses_a_replica_without_aof(replication, face_clients, persist):
     master, replica = replication()
     with pytest.raises(ReplicationTimeout, match="AOF disabled"):
-        wait_for_sync(master.client(), replica.client(), timeout=0.5, disk=True)
+        persist.wait_for_sync(*face_clients(master, replica), timeout=0.5, disk=True)
 
 
-def test_wait_for_sync_refuses_bad_arguments(redis_client):
+def test_wait_for_sync_refuses_bad_arguments(redis_client, persist):
+    # No client is needed: the arguments are checked before any call (None: the face's own).
     with pytest.raises(ValueError, match="policy"):
-        wait_for_sync(redis_client, redis_client, policy="ignore")
+        persist.wait_for_sync(None, None, policy="ignore")
     with pytest.raises(ValueError, match="timeout"):
-        wait_for_sync(redis_client, redis_client, timeout=0)
+        persist.wait_for_sync(None, None, timeout=0)
 
 
 # --- status ---------------------------------------------------------------------------------
 
 
 @pytest.mark.single_server  # the session server
-def test_status_of_the_test_server(redis_client):
-    status = server_status()
+def test_status_of_the_test_server(redis_client, persist):
+    status = persist.server_status()
     assert status["role"] == "master"
     binary = find_redis_server()
     # Valkey reports the Redis version it is compatible with as redis_version.
@@ -313,11 +340,13 @@ def test_status_of_the_test_server(redis_client):
 
 @pytest.mark.slow
 @pytest.mark.single_server  # servers of its own
-def test_status_shows_replicas_and_the_replica_link(replication):
+def test_status_shows_replicas_and_the_replica_link(replication, face_clients, persist):
     master, replica = replication()
-    master_status = server_status(client=master.client())
+    master_client, replica_client = face_clients(master, replica)
+    assert persist.server_version(master_client) == persistence.server_version(master.client())
+    master_status = persist.server_status(client=master_client)
     assert [r["state"] for r in master_status["replicas"]] == ["online"]
-    replica_status = server_status(client=replica.client())
+    replica_status = persist.server_status(client=replica_client)
     assert replica_status["role"] == "slave"
     assert replica_status["master_link_status"] == "up"
     assert replica_status["master"] == f"127.0.0.1:{master.port}"
@@ -331,8 +360,8 @@ def test_rp_status_prints_text_and_json(redis_client, capsys):
     assert json.loads(capsys.readouterr().out)["role"] == "master"
 
 
-def test_node_statuses_and_rp_status_cover_every_node(redis_client, redis_backend, capsys):
-    statuses = node_statuses()
+def test_node_statuses_and_rp_status_cover_every_node(redis_client, redis_backend, persist, capsys):
+    statuses = persist.node_statuses()
     call_command("rp_status")
     text = capsys.readouterr().out
     call_command("rp_status", "--json")

@@ -5,10 +5,15 @@ import pytest
 from redisparts_app.exceptions import InvalidArgument
 from redisparts_app.keys import scan_keys
 from redisparts_app.services import sessions
-from redisparts_app.services.sessions import update_token, update_token_pipelined
 from tests.counting import command_calls
 
 pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(params=["update_token", "update_token_pipelined"])
+def update(request, face):
+    """One variant of the update, on the sync face and then on the async face."""
+    return getattr(face(sessions), request.param)
 
 
 def dump(client) -> dict:
@@ -38,7 +43,6 @@ def workload(update) -> None:
         update(token, f"user-{n % 3}", item, clock=clock)
 
 
-@pytest.mark.parametrize("update", [update_token, update_token_pipelined])
 def test_each_variant_records_login_recent_viewed_and_counts(redis_client, update):
     update("t1", "alice", "book", clock=lambda: 100.0)
     update("t1", "alice", "lamp", clock=lambda: 101.0)
@@ -53,7 +57,6 @@ def test_each_variant_records_login_recent_viewed_and_counts(redis_client, updat
     assert 0 < redis_client.ttl(sessions.viewed_key("t1")) <= 7 * 24 * 3600
 
 
-@pytest.mark.parametrize("update", [update_token, update_token_pipelined])
 def test_viewed_items_keep_the_25_most_recent(redis_client, update):
     for n in range(30):
         update("t1", "alice", f"item-{n}", clock=lambda n=n: 1000.0 + n)
@@ -61,31 +64,35 @@ def test_viewed_items_keep_the_25_most_recent(redis_client, update):
     assert viewed == [f"item-{n}".encode() for n in range(5, 30)]
 
 
-def test_both_variants_leave_identical_data(redis_client):
-    workload(update_token)
-    plain = dump(redis_client)
-    redis_client.flushdb()
-    workload(update_token_pipelined)
-    pipelined = dump(redis_client)
-    assert len(plain) == 6  # login, recent, views and three viewed lists
-    assert plain == pipelined
+def test_both_variants_leave_identical_data(redis_client, face):
+    """The face's two variants leave what the sync update_token leaves."""
+    dumps = []
+    for update in (
+        sessions.update_token,
+        face(sessions).update_token,
+        face(sessions).update_token_pipelined,
+    ):
+        redis_client.flushdb()
+        workload(update)
+        dumps.append(dump(redis_client))
+    assert len(dumps[0]) == 6  # login, recent, views and three viewed lists
+    assert dumps[0] == dumps[1] == dumps[2]
 
 
-def test_both_variants_send_the_same_six_commands(redis_client):
+def test_both_variants_send_the_same_six_commands(redis_client, face):
     """Count the commands the server received (INFO commandstats deltas)."""
 
     def calls() -> int:
         return command_calls(redis_client, "hset", "zadd", "zremrangebyrank", "expire", "zincrby")
 
     before = calls()
-    update_token("t", "u", "i")
+    face(sessions).update_token("t", "u", "i")
     plain = calls() - before
     before = calls()
-    update_token_pipelined("t", "u", "i")
+    face(sessions).update_token_pipelined("t", "u", "i")
     assert calls() - before == plain == 6
 
 
-@pytest.mark.parametrize("update", [update_token, update_token_pipelined])
 @pytest.mark.parametrize(
     ("token", "user", "item"),
     [("", "u", None), ("a:b", "u", None), ("t", "", None), ("t", "u", "x{y}"), ("t", "u", "")],
@@ -96,7 +103,6 @@ def test_bad_input_raises_before_anything_is_written(redis_client, update, token
     assert redis_client.dbsize() == 0
 
 
-@pytest.mark.parametrize("update", [update_token, update_token_pipelined])
 def test_a_changed_key_prefix_is_followed_at_once(redis_client, settings, update):
     update("t1", "alice", "book", clock=lambda: 100.0)
     settings.REDISPARTS = {"KEY_PREFIX": "shop"}

@@ -73,6 +73,14 @@ Success returns a ``Purchase`` with the number of WATCH retries it took and its 
 On a Redis Cluster every strategy runs: redis-py 5.2's cluster client has no
 WATCH/MULTI, so the transactions go to the plain client of the primary holding
 the ``{market}`` slot (``connection.on_slot``), which holds every key they touch.
+
+On asyncio every call that talks to Redis has its twin, named with an ``a``
+(``await market.apurchase(...)``, ``aget_listings``, ``abegin_notice``, ...; a
+redis.asyncio ``client``, or none: ``get_async_redis()``), on the same core
+(``redisparts_app.faces``): the same checks, keys, scripts and replies. A lock
+strategy's wait blocks only the waiting coroutine, and a purchase task cancelled while
+it holds the lock releases it. ``relay_sales`` and ``relay_sale`` stay sync: they hand
+each sale to the caller's ``deliver``.
 """
 
 import hashlib
@@ -88,11 +96,10 @@ from json.encoder import encode_basestring
 from typing import Any
 
 import redis
-from redis.client import Pipeline
 
-from .. import keys, lua
+from .. import faces, keys
 from ..conf import app_settings
-from ..connection import Client, on_slot, resolve_client, transaction, while_resharding
+from ..connection import Client, resolve_async_client, resolve_client
 from ..exceptions import (
     InsufficientFunds,
     InvalidPrice,
@@ -101,6 +108,7 @@ from ..exceptions import (
     ItemNotHeld,
     ListingNotFound,
     MarketBusy,
+    MarketError,
     OwnItem,
     PriceChanged,
     UnknownStrategy,
@@ -115,7 +123,22 @@ __all__ = [
     "Listing",
     "Purchase",
     "Sale",
+    "aabandon_notice",
     "abandon_notice",
+    "abegin_notice",
+    "acancel_listing",
+    "acount_listings",
+    "acount_pending_sales",
+    "acreate_user",
+    "afinish_notice",
+    "aget_funds",
+    "aget_inventory",
+    "aget_listings",
+    "aget_price",
+    "agive_item",
+    "alist_item",
+    "apending_sales",
+    "apurchase",
     "begin_notice",
     "cancel_listing",
     "count_listings",
@@ -146,6 +169,7 @@ logger = logging.getLogger(__name__)
 COMPONENT = "market"
 TAG = "market"
 STRATEGIES = ("watch", "market_lock", "item_lock", "lua")
+LOCKED = ("market_lock", "item_lock")  # the strategies that queue on a lock
 MAX_PAGE = 1000
 ITEM_LOCK_STRIPES = 4096
 
@@ -267,28 +291,40 @@ def validate_price(value: object, kind: str = "price", *, allow_zero: bool = Fal
     return value
 
 
-def _client(client: Client | None) -> Client:
-    return resolve_client(client)
+def _require_user(user: str) -> faces.Op:
+    """EXISTS of the user's hash, raising UnknownUser when it is missing."""
 
+    def known(exists: int) -> None:
+        if not exists:
+            raise UnknownUser(user)
 
-def _require_user(client: Client, user: str) -> None:
-    if not client.exists(user_key(user)):
-        raise UnknownUser(user)
+    return faces.command("exists", user_key(user), then=known)
 
 
 def create_user(name: str, funds: int = 0, *, client: Client | None = None) -> None:
     """Create user ``name`` with ``funds`` cents; raise UserExists if the name is taken."""
+    faces.run(_create_user(name, funds), resolve_client(client))
+
+
+async def acreate_user(name: str, funds: int = 0, *, client: Client | None = None) -> None:
+    """The async twin of ``create_user`` (``client``: a redis.asyncio client or None)."""
+    await faces.arun(_create_user(name, funds), client)
+
+
+def _create_user(name: str, funds: int) -> faces.Op:
     name = keys.validate_key_part(name, "user")
     funds = validate_price(funds, "funds", allow_zero=True)
 
-    def queue(pipe: Any) -> None:
-        # Both HSETNX in one MULTI: an existing user keeps its funds untouched.
-        pipe.hsetnx(user_key(name), "name", name)
-        pipe.hsetnx(user_key(name), "funds", funds)
+    def created(replies: list[Any]) -> None:
+        if not replies[0]:
+            raise UserExists(name)
 
-    created, _ = transaction(_client(client), user_key(name), queue)
-    if not created:
-        raise UserExists(name)
+    # Both HSETNX in one MULTI: an existing user keeps its funds untouched.
+    ops = [
+        faces.command("hsetnx", user_key(name), "name", name),
+        faces.command("hsetnx", user_key(name), "funds", funds),
+    ]
+    return faces.transaction(user_key(name), ops, then=created)
 
 
 def give_item(user: str, item: str, *, client: Client | None = None) -> bool:
@@ -297,62 +333,136 @@ def give_item(user: str, item: str, *, client: Client | None = None) -> bool:
     Raise ItemListed when the user has an item of that name on the market (a
     second one would be in two places once the listing is cancelled), UnknownUser.
     """
+    return faces.run(_give_item(user, item), resolve_client(client))
+
+
+async def agive_item(user: str, item: str, *, client: Client | None = None) -> bool:
+    """The async twin of ``give_item``."""
+    return await faces.arun(_give_item(user, item), client)
+
+
+def _give_item(user: str, item: str) -> faces.Op:
     user = keys.validate_key_part(user, "user")
     item = keys.validate_key_part(item, "item")
-    code = lua.script(_client(client), "market_give")(
-        keys=[user_key(user), inventory_key(user), listings_key()],
-        args=[item, listing_member(item, user)],
+
+    def given(code: int) -> bool:
+        if code == -3:
+            raise UnknownUser(user)
+        if code == -1:
+            raise ItemListed(user, item)
+        return code == 1
+
+    return faces.script(
+        "market_give",
+        [user_key(user), inventory_key(user), listings_key()],
+        [item, listing_member(item, user)],
+        then=given,
     )
-    if code == -3:
-        raise UnknownUser(user)
-    if code == -1:
-        raise ItemListed(user, item)
-    return code == 1
 
 
 def get_funds(user: str, *, client: Client | None = None) -> int:
     """Return ``user``'s funds in cents; raise UnknownUser."""
+    return faces.run(_get_funds(user), resolve_client(client))
+
+
+async def aget_funds(user: str, *, client: Client | None = None) -> int:
+    """The async twin of ``get_funds``."""
+    return await faces.arun(_get_funds(user), client)
+
+
+def _get_funds(user: str) -> faces.Op:
     user = keys.validate_key_part(user, "user")
-    funds = _client(client).hget(user_key(user), "funds")
-    if funds is None:
-        raise UnknownUser(user)
-    return int(funds)
+
+    def cents(funds: bytes | None) -> int:
+        if funds is None:
+            raise UnknownUser(user)
+        return int(funds)
+
+    return faces.command("hget", user_key(user), "funds", then=cents)
 
 
 def get_inventory(user: str, *, client: Client | None = None) -> list[str]:
     """Return the items ``user`` holds (not those listed), sorted by name."""
+    return faces.run(_get_inventory(user), resolve_client(client))
+
+
+async def aget_inventory(user: str, *, client: Client | None = None) -> list[str]:
+    """The async twin of ``get_inventory``."""
+    return await faces.arun(_get_inventory(user), client)
+
+
+def _get_inventory(user: str) -> faces.Steps[list[str]]:
     user = keys.validate_key_part(user, "user")
-    client = _client(client)
-    _require_user(client, user)
-    return sorted(item.decode() for item in client.smembers(inventory_key(user)))
+    yield _require_user(user)
+    items = yield faces.command("smembers", inventory_key(user))
+    return sorted(item.decode() for item in items)
 
 
 def get_listings(
     offset: int = 0, limit: int = 50, *, client: Client | None = None
 ) -> list[Listing]:
     """Return up to ``limit`` listings from ``offset``, cheapest first (ties by member)."""
+    return faces.run(_get_listings(offset, limit), resolve_client(client))
+
+
+async def aget_listings(
+    offset: int = 0, limit: int = 50, *, client: Client | None = None
+) -> list[Listing]:
+    """The async twin of ``get_listings``."""
+    return await faces.arun(_get_listings(offset, limit), client)
+
+
+def _get_listings(offset: int, limit: int) -> faces.Op:
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
+    _check_limit(limit)
+
+    def listings(rows: list[Any]) -> list[Listing]:
+        page = []
+        for member, score in rows:
+            item, _, seller = member.decode().partition(":")
+            page.append(Listing(item=item, seller=seller, price=int(score)))
+        return page
+
+    return faces.command(
+        "zrange", listings_key(), offset, offset + limit - 1, withscores=True, then=listings
+    )
+
+
+def _check_limit(limit: int) -> None:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise ValueError(f"limit must be an integer from 1 to {MAX_PAGE}, got {limit!r}")
-    rows = _client(client).zrange(listings_key(), offset, offset + limit - 1, withscores=True)
-    listings = []
-    for member, score in rows:
-        item, _, seller = member.decode().partition(":")
-        listings.append(Listing(item=item, seller=seller, price=int(score)))
-    return listings
 
 
 def count_listings(*, client: Client | None = None) -> int:
     """Return the number of items on the market."""
-    return _client(client).zcard(listings_key())
+    return faces.run(faces.command("zcard", listings_key()), resolve_client(client))
+
+
+async def acount_listings(*, client: Client | None = None) -> int:
+    """The async twin of ``count_listings``."""
+    return await faces.arun(faces.command("zcard", listings_key()), client)
 
 
 def get_price(item: str, seller: str, *, client: Client | None = None) -> int | None:
     """Return the listed price of ``item`` by ``seller`` in cents, or None when not listed."""
+    return faces.run(_get_price(item, seller), resolve_client(client))
+
+
+async def aget_price(item: str, seller: str, *, client: Client | None = None) -> int | None:
+    """The async twin of ``get_price``."""
+    return await faces.arun(_get_price(item, seller), client)
+
+
+def _get_price(item: str, seller: str) -> faces.Op:
     item = keys.validate_key_part(item, "item")
     seller = keys.validate_key_part(seller, "user")
-    score = _client(client).zscore(listings_key(), listing_member(item, seller))
+    return faces.command(
+        "zscore", listings_key(), listing_member(item, seller), then=_cents_or_none
+    )
+
+
+def _cents_or_none(score: float | None) -> int | None:
     return None if score is None else int(score)
 
 
@@ -372,57 +482,86 @@ def list_item(
     price stays; cancel to reprice), UnknownUser, InvalidPrice, or MarketBusy
     after REDISPARTS["MARKET_RETRY_TIMEOUT"] seconds of conflicts. Return the retries.
     """
+    return faces.run(_list_item(seller, item, price, clock), resolve_client(client))
+
+
+async def alist_item(
+    seller: str,
+    item: str,
+    price: int,
+    *,
+    client: Client | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> int:
+    """The async twin of ``list_item``."""
+    return await faces.arun(_list_item(seller, item, price, clock), client)
+
+
+def _list_item(seller: str, item: str, price: int, clock: Callable[[], float]) -> faces.Steps[int]:
     seller = keys.validate_key_part(seller, "user")
     item = keys.validate_key_part(item, "item")
     price = validate_price(price)
-    client = _client(client)
-    _require_user(client, seller)
-    inventory = inventory_key(seller)
+    yield _require_user(seller)
+    market, inventory = listings_key(), inventory_key(seller)
     member = listing_member(item, seller)
 
-    def attempt(pipe: Pipeline) -> None:
-        # Only the inventory is watched: every step that puts <item>:<seller> on the
-        # market takes the item out of this inventory, so the check below cannot go
-        # stale before EXEC without a WatchError.
-        pipe.watch(inventory)
-        if pipe.zscore(listings_key(), member) is not None:
-            raise ItemListed(seller, item)
-        if not pipe.sismember(inventory, item):
-            raise ItemNotHeld(seller, item)
-        pipe.multi()
-        pipe.zadd(listings_key(), {member: price})
-        pipe.srem(inventory, item)
-        pipe.execute()
+    def refusal(reads: list[Any]) -> MarketError | None:
+        listed, held = reads
+        if listed is not None:
+            return ItemListed(seller, item)
+        return None if held else ItemNotHeld(seller, item)
 
-    return _retry_on_conflict(client, attempt, f"listing {item!r}", clock)
+    # Only the inventory is watched: every step that puts <item>:<seller> on the
+    # market takes the item out of this inventory, so the check cannot go stale
+    # before EXEC without a WatchError.
+    reads = [faces.command("zscore", market, member), faces.command("sismember", inventory, item)]
+    moves = [faces.command("zadd", market, {member: price}), faces.command("srem", inventory, item)]
+    watched = _checked_watch(inventory, reads, refusal, moves)
+    return (yield from _until_no_conflict(watched, f"listing {item!r}", clock))
 
 
-def _retry_on_conflict(
-    client: Client,
-    attempt: Callable[[Pipeline], None],
-    what: str,
-    clock: Callable[[], float] = time.monotonic,
-) -> int:
-    """Run ``attempt(pipe)`` until no WatchError; return the retries, or raise MarketBusy."""
+def _checked_watch(
+    key: str,
+    reads: list[faces.Op],
+    refusal: Callable[[list[Any]], MarketError | None],
+    writes: list[faces.Op],
+    also: tuple[str, ...] = (),
+) -> faces.Op:
+    """A WATCH transaction of ``writes``, or of nothing when ``refusal(read replies)`` is
+    an error, raised once EXEC has confirmed the reads.
+
+    The reads are separate round trips: a write between two of them gives a state that
+    never was. Committing nothing (MULTI/EXEC of no command) costs the round trip an
+    UNWATCH would, and EXEC refuses such torn reads with a WatchError (a retry), so a
+    refusal always says what the market held.
+    """
+
+    def write(replies: list[Any]) -> list[faces.Op]:
+        return [] if refusal(replies) is not None else writes
+
+    def confirmed(reply: tuple[list[Any], list[Any]]) -> None:
+        error = refusal(reply[0])
+        if error is not None:
+            raise error
+
+    return faces.watch(key, reads, write, also=also, then=confirmed)
+
+
+def _until_no_conflict(
+    op: faces.Op, what: str, clock: Callable[[], float] = time.monotonic
+) -> faces.Steps[int]:
+    """Run the WATCH transaction ``op`` until no WatchError; return the retries, or raise
+    MarketBusy after REDISPARTS["MARKET_RETRY_TIMEOUT"] seconds of conflicts."""
     deadline = clock() + app_settings.MARKET_RETRY_TIMEOUT
     retries = 0
-
-    def run() -> int:
-        nonlocal retries
-        with (
-            on_slot(client, listings_key()) as server,
-            server.pipeline(transaction=True) as pipe,
-        ):
-            while True:
-                try:
-                    attempt(pipe)
-                    return retries
-                except redis.WatchError as exc:
-                    retries += 1
-                    if clock() > deadline:
-                        raise MarketBusy(f"{what} kept conflicting for {retries} retries") from exc
-
-    return while_resharding(client, run)
+    while True:
+        try:
+            yield op
+            return retries
+        except redis.WatchError as exc:
+            retries += 1
+            if clock() > deadline:
+                raise MarketBusy(f"{what} kept conflicting for {retries} retries") from exc
 
 
 def cancel_listing(seller: str, item: str, *, client: Client | None = None) -> None:
@@ -431,12 +570,22 @@ def cancel_listing(seller: str, item: str, *, client: Client | None = None) -> N
     Only the owner can cancel: the listing is addressed by its seller. Raise
     ListingNotFound when it is not listed (sold or already withdrawn).
     """
+    faces.run(_cancel_listing(seller, item), resolve_client(client))
+
+
+async def acancel_listing(seller: str, item: str, *, client: Client | None = None) -> None:
+    """The async twin of ``cancel_listing``."""
+    await faces.arun(_cancel_listing(seller, item), client)
+
+
+def _cancel_listing(seller: str, item: str) -> faces.Steps[None]:
     seller = keys.validate_key_part(seller, "user")
     item = keys.validate_key_part(item, "item")
-    client = _client(client)
-    _require_user(client, seller)
-    cancelled = lua.script(client, "market_cancel")(
-        keys=[listings_key(), inventory_key(seller)], args=[listing_member(item, seller), item]
+    yield _require_user(seller)
+    cancelled = yield faces.script(
+        "market_cancel",
+        [listings_key(), inventory_key(seller)],
+        [listing_member(item, seller), item],
     )
     if not cancelled:
         raise ListingNotFound(seller, item)
@@ -448,7 +597,28 @@ class _Order:
     seller: str
     item: str
     price: int
+    strategy: str
     sale: Sale
+
+    def done(self, retries: int) -> Purchase:
+        return Purchase(
+            self.buyer, self.seller, self.item, self.price, self.strategy, retries, self.sale
+        )
+
+    def bought(self, reply: list[Any]) -> Purchase:
+        """Decode the ``market_purchase`` script's reply: the Purchase, or the refusal."""
+        code, value = reply
+        if code == 1:
+            return self.done(0)
+        if code == 0:
+            raise PriceChanged(self.item, self.price, int(value))
+        if code == -1:
+            raise ListingNotFound(self.seller, self.item)
+        if code == -2:
+            raise InsufficientFunds(self.buyer, int(value), self.price)
+        if code == -4:
+            raise ItemAlreadyHeld(self.buyer, self.item)
+        raise UnknownUser(self.buyer)
 
 
 def purchase(
@@ -467,6 +637,48 @@ def purchase(
     sale record into the outbox in one atomic step, or nothing happens and a
     MarketError subclass says why. The returned Purchase carries the Sale.
     """
+    order = _order(buyer, item, seller, expected_price, strategy)
+    client = resolve_client(client)
+    if order.strategy in LOCKED:
+        lease, name = _purchase_lease(order, client)
+        if not lease.acquire(app_settings.MARKET_LOCK_WAIT):
+            raise _lock_busy(name)
+        try:
+            return faces.run(_purchase_lua(order), client)
+        finally:
+            lease.release()
+    return faces.run(_purchase(order), client)
+
+
+async def apurchase(
+    buyer: str,
+    item: str,
+    seller: str,
+    expected_price: int,
+    *,
+    strategy: str | None = None,
+    client: Client | None = None,
+) -> Purchase:
+    """The async twin of ``purchase``: a lock strategy's wait blocks only this coroutine.
+
+    A task cancelled while it holds the purchase lock still releases it.
+    """
+    order = _order(buyer, item, seller, expected_price, strategy)
+    client = resolve_async_client(client)
+    if order.strategy in LOCKED:
+        # The lock's release is a call of its own, not the end of the purchase's core:
+        # a core closed by a cancellation cannot send another command, a finally can.
+        lease, name = _purchase_lease(order, client)
+        if not await lease.aacquire(app_settings.MARKET_LOCK_WAIT):
+            raise _lock_busy(name)
+        try:
+            return await faces.arun(_purchase_lua(order), client)
+        finally:
+            await lease.arelease()
+    return await faces.arun(_purchase(order), client)
+
+
+def _order(buyer: str, item: str, seller: str, expected_price: int, strategy: str | None) -> _Order:
     buyer = keys.validate_key_part(buyer, "user")
     seller = keys.validate_key_part(seller, "user")
     item = keys.validate_key_part(item, "item")
@@ -476,16 +688,8 @@ def purchase(
         raise UnknownStrategy(f"unknown purchase strategy {strategy!r}; use one of {STRATEGIES}")
     if buyer == seller:
         raise OwnItem(buyer, item)
-    client = _client(client)
     sale = Sale(new_sale_id(), seller, buyer, item, expected_price, time.time())
-    order = _Order(buyer, seller, item, expected_price, sale)
-    if strategy == "lua":
-        retries = _purchase_lua(client, order)
-    elif strategy == "watch":
-        retries = _purchase_watch(client, order)
-    else:
-        retries = _purchase_locked(client, order, strategy)
-    return Purchase(buyer, seller, item, expected_price, strategy, retries, sale)
+    return _Order(buyer, seller, item, expected_price, strategy, sale)
 
 
 def new_sale_id() -> str:
@@ -493,21 +697,25 @@ def new_sale_id() -> str:
     return os.urandom(16).hex()  # 128 random bits; uuid4() costs a few µs more
 
 
-_LUA_REFUSALS = {-1: "not listed", -2: "funds", -3: "unknown buyer"}
+def _purchase(order: _Order) -> faces.Core[Purchase]:
+    """The core of a ``lua`` or ``watch`` purchase (the lock strategies take their lock
+    around ``_purchase_lua``)."""
+    return _purchase_lua(order) if order.strategy == "lua" else _purchase_watch(order)
 
 
-def _purchase_lua(client: Client, order: _Order) -> int:
+def _purchase_lua(order: _Order) -> faces.Op:
     # The keys built from one make_key: the names are validated key parts already.
     base = keys.make_key(COMPONENT, TAG)
-    code, value = lua.script(client, "market_purchase")(
-        keys=[
+    return faces.script(
+        "market_purchase",
+        [
             f"{base}:listings",
             f"{base}:user:{order.buyer}",
             f"{base}:user:{order.seller}",
             f"{base}:inventory:{order.buyer}",
             f"{base}:outbox",
         ],
-        args=[
+        [
             listing_member(order.item, order.seller),
             order.item,
             order.price,
@@ -515,55 +723,49 @@ def _purchase_lua(client: Client, order: _Order) -> int:
             order.sale.record(),
             int(order.sale.sold_at * 1000),
         ],
+        then=order.bought,
     )
-    if code == 1:
-        return 0
-    if code == 0:
-        raise PriceChanged(order.item, order.price, int(value))
-    if code == -1:
-        raise ListingNotFound(order.seller, order.item)
-    if code == -2:
-        raise InsufficientFunds(order.buyer, int(value), order.price)
-    if code == -4:
-        raise ItemAlreadyHeld(order.buyer, order.item)
-    raise UnknownUser(order.buyer)
 
 
-def _purchase_watch(client: Client, order: _Order) -> int:
-    """Check and commit under WATCH of the market and the buyer; return the retries."""
+def _purchase_watch(order: _Order) -> faces.Steps[Purchase]:
+    """Check and commit under WATCH of the market and the buyer; retry on conflict."""
     market, buyer = listings_key(), user_key(order.buyer)
     inventory = inventory_key(order.buyer)
     member = listing_member(order.item, order.seller)
     record, sold_at = order.sale.record(), int(order.sale.sold_at * 1000)
 
-    def attempt(pipe: Any) -> None:  # a Pipeline in immediate mode: replies, not awaitables
-        # The seller's funds only grow by commutative HINCRBY, so they need no WATCH;
-        # the buyer's inventory is watched for the one-item-per-name check.
-        pipe.watch(market, buyer, inventory)
-        listed = pipe.zscore(market, member)
-        funds = pipe.hget(buyer, "funds")
+    def refusal(reads: list[Any]) -> MarketError | None:
+        (listed, own_listing), funds, held = reads
         if funds is None:
-            raise UnknownUser(order.buyer)
+            return UnknownUser(order.buyer)
         if listed is None:
-            raise ListingNotFound(order.seller, order.item)
+            return ListingNotFound(order.seller, order.item)
         if int(listed) != order.price:
-            raise PriceChanged(order.item, order.price, int(listed))
+            return PriceChanged(order.item, order.price, int(listed))
         if int(funds) < order.price:
-            raise InsufficientFunds(order.buyer, int(funds), order.price)
-        if pipe.sismember(inventory, order.item) or pipe.zscore(
-            market, listing_member(order.item, order.buyer)
-        ):
-            raise ItemAlreadyHeld(order.buyer, order.item)
-        pipe.multi()
-        pipe.hincrby(user_key(order.seller), "funds", order.price)
-        pipe.hincrby(buyer, "funds", -order.price)
-        pipe.sadd(inventory, order.item)
-        pipe.zrem(market, member)
-        # The sale record commits with the sale or not at all: the outbox.
-        pipe.zadd(outbox_key(), {record: sold_at})
-        pipe.execute()
+            return InsufficientFunds(order.buyer, int(funds), order.price)
+        if held or own_listing is not None:
+            return ItemAlreadyHeld(order.buyer, order.item)
+        return None
 
-    return _retry_on_conflict(client, attempt, f"purchase of {order.item!r}")
+    sale = [
+        faces.command("hincrby", user_key(order.seller), "funds", order.price),
+        faces.command("hincrby", buyer, "funds", -order.price),
+        faces.command("sadd", inventory, order.item),
+        faces.command("zrem", market, member),
+        # The sale record commits with the sale or not at all: the outbox.
+        faces.command("zadd", outbox_key(), {record: sold_at}),
+    ]
+
+    # The seller's funds only grow by commutative HINCRBY, so they need no WATCH;
+    # the buyer's inventory is watched for the one-item-per-name check.
+    reads = [
+        faces.command("zmscore", market, [member, listing_member(order.item, order.buyer)]),
+        faces.command("hget", buyer, "funds"),
+        faces.command("sismember", inventory, order.item),
+    ]
+    watched = _checked_watch(market, reads, refusal, sale, also=(buyer, inventory))
+    return order.done((yield from _until_no_conflict(watched, f"purchase of {order.item!r}")))
 
 
 def lock_name(item: str, seller: str, strategy: str) -> str:
@@ -577,33 +779,30 @@ def lock_name(item: str, seller: str, strategy: str) -> str:
     return f"market-item-{int.from_bytes(digest[:4], 'big') % ITEM_LOCK_STRIPES}"
 
 
-def _purchase_locked(client: Client, order: _Order, strategy: str) -> int:
-    """Queue on the strategy's lock, then buy in one script step; return 0 (no retries).
+def _purchase_lease(order: _Order, client: Client | None) -> tuple[Lease, str]:
+    """Return the lease a lock strategy's purchase queues on, and its lock's name.
 
     The lock makes buyers of one listing (or of the market) wait their turn instead of
     racing; the purchase itself is the ``lua`` strategy's script, whose checks (listed,
     price, funds, item in one place) hold whoever else writes meanwhile: listers, other
     strategies, or this buyer's purchases of other items under other locks. So nothing
-    is retried, and a lock lost before its release costs nothing but a warning.
+    is retried, and a lock lost before its release costs nothing but a warning (the
+    lease logs it; the script's step was atomic regardless).
 
     The lock is taken as a bare lease on the ``Lock``'s owner and wake-up keys, so a
     ``Lock(lock_name(...))`` holder excludes purchases and the other way round: no
     fencing token (the script needs none, and a fence counter per name would stay
     behind for good) and no note in the lock registry (a hold lasts one script call).
     """
-    name = lock_name(order.item, order.seller, strategy)
+    name = lock_name(order.item, order.seller, order.strategy)
     owner_key, _fence_key, signal_key = lock_keys(name)
     lease = Lease(owner_key, app_settings.MARKET_LOCK_TTL, client=client, signal_key=signal_key)
+    return lease, name
+
+
+def _lock_busy(name: str) -> MarketBusy:
     wait = app_settings.MARKET_LOCK_WAIT
-    if not lease.acquire(wait):
-        raise MarketBusy(f"purchase lock {name!r} stayed held for {wait:g}s")
-    try:
-        _purchase_lua(client, order)
-    finally:
-        # False: the lock expired before the release (logged by the lease); the
-        # script's step was atomic regardless.
-        lease.release()
-    return 0
+    return MarketBusy(f"purchase lock {name!r} stayed held for {wait:g}s")
 
 
 # --- the outbox and the notice markers ---------------------------------------------------
@@ -611,15 +810,33 @@ def _purchase_locked(client: Client, order: _Order, strategy: str) -> int:
 
 def pending_sales(limit: int = 100, *, client: Client | None = None) -> list[Sale]:
     """Return up to ``limit`` sales not yet relayed, oldest first."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-        raise ValueError(f"limit must be an integer from 1 to {MAX_PAGE}, got {limit!r}")
-    rows = _client(client).zrange(outbox_key(), 0, limit - 1)
-    return [Sale.from_record(raw) for raw in rows]
+    return faces.run(_pending_sales(limit), resolve_client(client))
+
+
+async def apending_sales(limit: int = 100, *, client: Client | None = None) -> list[Sale]:
+    """The async twin of ``pending_sales``."""
+    return await faces.arun(_pending_sales(limit), client)
+
+
+def _pending_sales(limit: int) -> faces.Op:
+    _check_limit(limit)
+    return faces.command(
+        "zrange",
+        outbox_key(),
+        0,
+        limit - 1,
+        then=lambda rows: [Sale.from_record(raw) for raw in rows],
+    )
 
 
 def count_pending_sales(*, client: Client | None = None) -> int:
     """Return the number of sales in the outbox."""
-    return _client(client).zcard(outbox_key())
+    return faces.run(faces.command("zcard", outbox_key()), resolve_client(client))
+
+
+async def acount_pending_sales(*, client: Client | None = None) -> int:
+    """The async twin of ``count_pending_sales``."""
+    return await faces.arun(faces.command("zcard", outbox_key()), client)
 
 
 def relay_sales(
@@ -633,9 +850,8 @@ def relay_sales(
     ``deliver`` (or a record that does not parse: ValueError) propagates and
     leaves that record and the later ones pending. Keys: rp:market:{market}:outbox.
     """
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
-        raise ValueError(f"limit must be an integer from 1 to {MAX_PAGE}, got {limit!r}")
-    client = _client(client)
+    _check_limit(limit)
+    client = resolve_client(client)
     delivered = 0
     for raw in client.zrange(outbox_key(), 0, limit - 1):
         deliver(Sale.from_record(raw))
@@ -654,7 +870,7 @@ def relay_sale(
     (it was delivered then, and ``deliver`` ran again here, idempotently).
     """
     deliver(sale)
-    return bool(_client(client).zrem(outbox_key(), sale.record()))
+    return bool(resolve_client(client).zrem(outbox_key(), sale.record()))
 
 
 SENT = b"sent"
@@ -670,26 +886,49 @@ def begin_notice(sale_id: str, claim_ttl: float, *, client: Client | None = None
     next run after ``claim_ttl`` send it again (at most once per such kill).
     Keys: rp:market:{market}:notice:<sale id>.
     """
+    return faces.run(_begin_notice(sale_id, claim_ttl), resolve_client(client))
+
+
+async def abegin_notice(sale_id: str, claim_ttl: float, *, client: Client | None = None) -> str:
+    """The async twin of ``begin_notice``."""
+    return await faces.arun(_begin_notice(sale_id, claim_ttl), client)
+
+
+def _begin_notice(sale_id: str, claim_ttl: float) -> faces.Steps[str]:
     key = notice_key(sale_id)
     if not isinstance(claim_ttl, (int, float)) or isinstance(claim_ttl, bool) or claim_ttl <= 0:
         raise ValueError(f"claim_ttl must be a positive number of seconds, got {claim_ttl!r}")
-    client = _client(client)
     token = f"sending:{secrets.token_hex(8)}"
-    if client.set(key, token, nx=True, px=max(1, int(claim_ttl * 1000))):
+    if (yield faces.command("set", key, token, nx=True, px=max(1, int(claim_ttl * 1000)))):
         return token
-    return "sent" if client.get(key) == SENT else "busy"
+    return "sent" if (yield faces.command("get", key)) == SENT else "busy"
 
 
 def finish_notice(sale_id: str, keep: float, *, client: Client | None = None) -> None:
     """Mark the sale's notice sent for ``keep`` seconds (redeliveries within it send nothing)."""
+    faces.run(_finish_notice(sale_id, keep), resolve_client(client))
+
+
+async def afinish_notice(sale_id: str, keep: float, *, client: Client | None = None) -> None:
+    """The async twin of ``finish_notice``."""
+    await faces.arun(_finish_notice(sale_id, keep), client)
+
+
+def _finish_notice(sale_id: str, keep: float) -> faces.Op:
     if not isinstance(keep, (int, float)) or isinstance(keep, bool) or keep <= 0:
         raise ValueError(f"keep must be a positive number of seconds, got {keep!r}")
-    _client(client).set(notice_key(sale_id), SENT, px=max(1, int(keep * 1000)))
+    return faces.command("set", notice_key(sale_id), SENT, px=max(1, int(keep * 1000)))
 
 
 def abandon_notice(sale_id: str, token: str, *, client: Client | None = None) -> bool:
     """Drop the claim ``token`` (the send failed) so a retry may send; False if not held."""
-    client = _client(client)
-    return bool(
-        lua.script(client, "market_notice_abandon")(keys=[notice_key(sale_id)], args=[token])
-    )
+    return faces.run(_abandon_notice(sale_id, token), resolve_client(client))
+
+
+async def aabandon_notice(sale_id: str, token: str, *, client: Client | None = None) -> bool:
+    """The async twin of ``abandon_notice``."""
+    return await faces.arun(_abandon_notice(sale_id, token), client)
+
+
+def _abandon_notice(sale_id: str, token: str) -> faces.Op:
+    return faces.script("market_notice_abandon", [notice_key(sale_id)], [token], then=bool)

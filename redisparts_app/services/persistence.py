@@ -17,10 +17,17 @@ timeout (seconds) ``policy="raise"`` raises ``ReplicationTimeout`` and
 **server_status()** gathers persistence settings, last save, AOF state,
 replication role and lag of one server; **node_statuses()** that of every node
 of a Redis Cluster (each node persists and replicates on its own).
+
 **backup(dest)** runs BGSAVE, waits for it (with a progress callback fed by
 INFO's ``current_fork_perc``), copies the server's ``dump.rdb`` into ``dest``
 (only when the server runs on this machine: unix socket or loopback) and writes
 a ``.sha256`` file beside it in sha256sum format.
+
+On asyncio: ``await await_for_sync(master, replica)`` (the ``a`` twin of
+wait_for_sync, with redis.asyncio clients), ``await aserver_status()``, ``await
+anode_statuses()`` and ``await aserver_version(client)``, on the same cores
+(``faces``). Backup stays sync: a maintenance call that waits for a save and writes
+files.
 """
 
 import contextlib
@@ -38,16 +45,19 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from redis.cluster import RedisCluster
 
-from .. import keys
+from .. import faces, keys
 from ..conf import app_settings
-from ..connection import Client, resolve_client
+from ..connection import Client, is_cluster, resolve_async_client, resolve_client
 from ..exceptions import BackupError, ReplicationTimeout
 from ..validation import check_choice, check_seconds
 
 __all__ = [
     "Backup",
+    "anode_statuses",
+    "aserver_status",
+    "aserver_version",
+    "await_for_sync",
     "backup",
     "node_statuses",
     "server_status",
@@ -67,8 +77,20 @@ LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 
 def server_version(client: Client) -> tuple[int, ...]:
     """Return the server version as a tuple of integers, e.g. (6, 2, 14)."""
-    text = str(client.info("server")["redis_version"])
-    return tuple(int(part) for part in text.split(".") if part.isascii() and part.isdigit())
+    return faces.run(_server_version(), client)
+
+
+async def aserver_version(client: Client) -> tuple[int, ...]:
+    """The async twin of ``server_version`` (``client``: a redis.asyncio client)."""
+    return await faces.arun(_server_version(), client)
+
+
+def _server_version() -> faces.Op:
+    def version(info: dict[str, Any]) -> tuple[int, ...]:
+        text = str(info["redis_version"])
+        return tuple(int(part) for part in text.split(".") if part.isascii() and part.isdigit())
+
+    return faces.command("info", "server", then=version)
 
 
 def wait_for_sync(
@@ -86,14 +108,35 @@ def wait_for_sync(
     ReplicationTimeout; ``policy="warn"`` logs a warning and returns False.
     ``disk=True`` also waits for the replica's AOF (see the module docstring).
     """
+    return faces.run(_wait_for_sync(replica, timeout, policy, disk, clock), master)
+
+
+async def await_for_sync(
+    master: Client,
+    replica: Client,
+    timeout: float = 1.0,
+    *,
+    policy: str = "raise",
+    disk: bool = False,
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
+    """The async twin of ``wait_for_sync`` (``master``, ``replica``: redis.asyncio
+    clients); its pauses between looks at the replica block only this coroutine."""
+    return await faces.arun(_wait_for_sync(replica, timeout, policy, disk, clock), master)
+
+
+def _wait_for_sync(
+    replica: Client, timeout: float, policy: str, disk: bool, clock: Callable[[], float]
+) -> faces.Steps[bool]:
+    """The core of wait_for_sync, run on the master (the replica's steps: ``faces.on``)."""
     check_choice(policy, "policy", POLICIES)
     check_seconds(timeout, "timeout")
     deadline = clock() + timeout
     marker = keys.make_key("persist", uuid.uuid4().hex, "sync")
     try:
-        _wait_replicated(master, replica, marker, deadline, clock)
+        yield from _wait_replicated(replica, marker, deadline, clock)
         if disk:
-            _wait_replica_disk(master, replica, deadline, clock)
+            yield from _wait_replica_disk(replica, marker, deadline, clock)
     except ReplicationTimeout as exc:
         failure = ReplicationTimeout(timeout, exc.reason)
         if policy == "raise":
@@ -102,7 +145,7 @@ def wait_for_sync(
         return False
     finally:
         with contextlib.suppress(redis.ConnectionError):  # the marker expires on its own
-            master.delete(marker)
+            yield faces.command("delete", marker)
     return True
 
 
@@ -111,27 +154,26 @@ def _remaining_ms(deadline: float, clock: Callable[[], float]) -> int:
 
 
 def _wait_replicated(
-    master: Client,
-    replica: Client,
-    marker: str,
-    deadline: float,
-    clock: Callable[[], float],
-) -> None:
-    # One connection for SET and WAIT: WAIT counts acks of its own connection's writes.
-    pipe = master.pipeline(transaction=False)
-    pipe.set(marker, b"1", ex=60)
-    pipe.info("replication")
-    pipe.execute_command("WAIT", 1, _remaining_ms(deadline, clock))
-    _, info, _acked = pipe.execute()
+    replica: Client, marker: str, deadline: float, clock: Callable[[], float]
+) -> faces.Steps[None]:
+    # One connection for SET and WAIT (a pipeline): WAIT counts acks of its own
+    # connection's writes.
+    _, info, _acked = yield faces.pipeline(
+        [
+            faces.command("set", marker, b"1", ex=60),
+            faces.command("info", "replication"),
+            faces.command("execute_command", "WAIT", 1, _remaining_ms(deadline, clock)),
+        ]
+    )
     target = int(info["master_repl_offset"])
     # WAIT may be satisfied by another replica: confirm on this one.
     while True:
         try:
-            state = replica.info("replication")
+            state = yield faces.on(replica, faces.command("info", "replication"))
             if (
                 state.get("master_link_status") == "up"
                 and int(state.get("slave_repl_offset", -1)) >= target
-                and replica.exists(marker)
+                and (yield faces.on(replica, faces.command("exists", marker)))
             ):
                 return
             reason = (
@@ -142,27 +184,35 @@ def _wait_replicated(
             reason = f"replica unreachable: {exc}"
         if clock() >= deadline:
             raise ReplicationTimeout(0, reason)
-        time.sleep(0.01)
+        yield faces.sleep(0.01)
 
 
 def _wait_replica_disk(
-    master: Client, replica: Client, deadline: float, clock: Callable[[], float]
-) -> None:
-    if server_version(master) >= (7, 2):
+    replica: Client, marker: str, deadline: float, clock: Callable[[], float]
+) -> faces.Steps[None]:
+    if (yield _server_version()) >= (7, 2):
         # WAITAOF only times out on a replica without AOF: say so at once, as below.
         try:
-            aof_enabled = replica.info("persistence").get("aof_enabled")
+            state = yield faces.on(replica, faces.command("info", "persistence"))
+            aof_enabled = state.get("aof_enabled")
         except (redis.ConnectionError, redis.TimeoutError):
             aof_enabled = None  # unreachable: WAITAOF waits for it
         if aof_enabled == 0:
             raise ReplicationTimeout(0, "the replica has AOF disabled")
-        acked = master.execute_command("WAITAOF", 0, 1, _remaining_ms(deadline, clock))
+        # WAITAOF waits for its own connection's last write: the marker written again
+        # on it, after every earlier write in the replication stream.
+        _, acked = yield faces.pipeline(
+            [
+                faces.command("set", marker, b"1", ex=60),
+                faces.command("execute_command", "WAITAOF", 0, 1, _remaining_ms(deadline, clock)),
+            ]
+        )
         if acked[1] < 1:
             raise ReplicationTimeout(0, "no replica confirmed its AOF fsync")
         return
     while True:
         try:
-            state = replica.info("persistence")
+            state = yield faces.on(replica, faces.command("info", "persistence"))
             if not state.get("aof_enabled"):
                 raise ReplicationTimeout(0, "the replica has AOF disabled")
             if state.get("aof_buffer_length") == 0 and state.get("aof_pending_bio_fsync") == 0:
@@ -172,18 +222,18 @@ def _wait_replica_disk(
             reason = f"replica unreachable: {exc}"
         if clock() >= deadline:
             raise ReplicationTimeout(0, reason)
-        time.sleep(0.01)
+        yield faces.sleep(0.01)
 
 
 # --- status ---------------------------------------------------------------------------------
 
 
-def _config(client: Client, *names: str) -> dict[str, str | None]:
+def _config(*names: str, **route: Any) -> faces.Steps[dict[str, str | None]]:
     """CONFIG GET each name; None where CONFIG is renamed or refused (managed services)."""
     values: dict[str, str | None] = {}
     for name in names:
         try:
-            raw = client.config_get(name)
+            raw = yield faces.command("config_get", name, **route)
         except redis.ResponseError:
             raw = {}
         value = raw.get(name)
@@ -204,10 +254,32 @@ def node_statuses(*, client: Client | None = None) -> list[dict[str, Any]]:
     one server of any other client, "node" then being None.
     """
     client = resolve_client(client)
-    if not isinstance(client, RedisCluster):
-        return [{"node": None, **server_status(client=client)}]
-    nodes = sorted(client.get_nodes(), key=lambda node: node.name)
-    return [{"node": node.name, **server_status(client=node.redis_connection)} for node in nodes]
+    return faces.run(_node_statuses(_nodes(client)), client)
+
+
+async def anode_statuses(*, client: Client | None = None) -> list[dict[str, Any]]:
+    """The async twin of ``node_statuses``."""
+    client = resolve_async_client(client)
+    if is_cluster(client):
+        await client.initialize()  # an async cluster client learns its nodes on first use
+    return await faces.arun(_node_statuses(_nodes(client)), client)
+
+
+def _nodes(client: Client) -> list[Any] | None:
+    """The nodes of a cluster client by name; None for a client of one server."""
+    if not is_cluster(client):
+        return None
+    return sorted(client.get_nodes(), key=lambda node: node.name)
+
+
+def _node_statuses(nodes: list[Any] | None) -> faces.Steps[list[dict[str, Any]]]:
+    if nodes is None:
+        return [{"node": None, **(yield from _server_status())}]
+    statuses = []
+    for node in nodes:
+        # The cluster client sends each node's INFO and CONFIG GET to that node.
+        statuses.append({"node": node.name, **(yield from _server_status(target_nodes=node))})
+    return statuses
 
 
 def server_status(*, client: Client | None = None) -> dict[str, Any]:
@@ -220,11 +292,19 @@ def server_status(*, client: Client | None = None) -> dict[str, Any]:
     ``master_repl_offset``) and seconds since its last ack; a replica reports
     its link state and seconds since it last heard from the master.
     """
-    client = resolve_client(client)
-    server = client.info("server")
-    persistence = client.info("persistence")
-    replication = client.info("replication")
-    config = _config(client, "save", "appendonly", "appendfsync", "dir", "dbfilename")
+    return faces.run(_server_status(), resolve_client(client))
+
+
+async def aserver_status(*, client: Client | None = None) -> dict[str, Any]:
+    """The async twin of ``server_status``."""
+    return await faces.arun(_server_status(), client)
+
+
+def _server_status(**route: Any) -> faces.Steps[dict[str, Any]]:
+    server = yield faces.command("info", "server", **route)
+    persistence = yield faces.command("info", "persistence", **route)
+    replication = yield faces.command("info", "replication", **route)
+    config = yield from _config("save", "appendonly", "appendfsync", "dir", "dbfilename", **route)
     status: dict[str, Any] = {
         "version": str(server["redis_version"]),
         "save": config["save"],
@@ -332,7 +412,7 @@ def backup(
             f"the server at {host} is not on this machine, so its RDB file cannot be copied "
             "from here; run the backup on the server's host"
         )
-    config = _config(client, "dir", "dbfilename")
+    config = faces.run(_config("dir", "dbfilename"), client)
     if not config["dir"] or not config["dbfilename"]:
         raise BackupError("CONFIG GET dir/dbfilename is not allowed; cannot locate the snapshot")
     source = Path(config["dir"]) / config["dbfilename"]
