@@ -122,7 +122,10 @@ def check_seconds(
     kind = type(value)
     # The common case first, which every check below lets through (no call in it: this
     # runs several times per lock or semaphore use).
-    if (kind is float or kind is int) and 0.001 <= value <= maximum:  # type: ignore[operator]
+    if (kind is float or kind is int) and (
+        0.001 <= value <= maximum  # type: ignore[operator]
+        or (value == 0 and allow_zero)
+    ):
         return float(value)  # type: ignore[arg-type]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgumentType(
