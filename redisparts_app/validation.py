@@ -84,6 +84,8 @@ def check_page_size(
     """Return the page size ``value`` (``default`` when None): an int from 1 to ``maximum``."""
     if value is None and default is not None:
         value = default
+    if type(value) is int and 1 <= value <= maximum:
+        return value  # the common case, which check_int lets through
     return check_int(value, field, minimum=1, maximum=maximum)
 
 
