@@ -252,11 +252,15 @@ def run(core: Core[T], client: Any) -> T:
     """Run ``core`` on the sync ``client`` (a client, cluster client or pipeline)."""
     if type(core) is not GeneratorType:
         return _do(core, client)
-    # The hot path of every sync call: sends inlined rather than through _resume.
+    # The hot path of every sync call: sends inlined rather than through _resume, and
+    # CLIENT answered here (cores ask for it on their way to a cached check).
     send = core.send
     try:
         op = send(None)
         while True:
+            if op is CLIENT:
+                op = send(client)
+                continue
             try:
                 reply = _do(op, client)
             except Exception as exc:
@@ -301,7 +305,7 @@ def _do(op: Any, client: Any) -> Any:
     if kind is Command:
         reply = getattr(client, op.name)(*op.args, **op.kwargs)
     elif kind is Script:
-        reply = lua.script(client, op.name)(keys=op.keys, args=op.args)
+        reply = lua.call(client, op.name, op.keys, op.args)
     elif kind is _Client:
         return client
     elif kind is Pipeline:

@@ -11,7 +11,7 @@ TypeError. Booleans are never accepted as numbers.
 import math
 import unicodedata
 from collections.abc import Collection
-from typing import TypeVar, cast
+from typing import TypeVar
 
 from .conf import app_settings
 from .exceptions import InvalidArgument, InvalidArgumentType
@@ -84,6 +84,8 @@ def check_page_size(
     """Return the page size ``value`` (``default`` when None): an int from 1 to ``maximum``."""
     if value is None and default is not None:
         value = default
+    if type(value) is int and 1 <= value <= maximum:
+        return value  # the common case, which check_int lets through
     return check_int(value, field, minimum=1, maximum=maximum)
 
 
@@ -120,10 +122,13 @@ def check_seconds(
     milliseconds), positive values under one millisecond.
     """
     kind = type(value)
-    if kind is float or kind is int:
-        number = cast(float, value)
-        if 0.001 <= number <= maximum:
-            return float(number)  # the common case, which every check below lets through
+    # The common case first, which every check below lets through (no call in it: this
+    # runs several times per lock or semaphore use).
+    if (kind is float or kind is int) and (
+        0.001 <= value <= maximum  # type: ignore[operator]
+        or (value == 0 and allow_zero)
+    ):
+        return float(value)  # type: ignore[arg-type]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgumentType(
             field, value, f"must be a number of seconds, got {type(value).__name__}"

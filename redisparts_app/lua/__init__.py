@@ -24,7 +24,7 @@ from redis.exceptions import NoScriptError
 
 from ..connection import Client, is_pipeline
 
-__all__ = ["LuaScript", "script", "sha", "source"]
+__all__ = ["LuaScript", "call", "script", "sha", "source"]
 
 
 @cache
@@ -85,3 +85,18 @@ def script(client: Client, name: str) -> LuaScript:
     the first EVALSHA, and redis-py then loads the script and keeps the server's SHA.
     """
     return LuaScript(client, source(name), sha(name))
+
+
+def call(client: Client, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    """Run ``<name>.lua`` on ``client`` with ``keys`` and ``args``; return its reply.
+
+    What ``script(client, name)(keys=keys, args=args)`` does, without building the
+    script object on a client: EVALSHA straight away, and only after a NOSCRIPT the
+    object, which loads the script and sends it again.
+    """
+    if not is_pipeline(client):
+        try:
+            return client.execute_command("EVALSHA", sha(name), len(keys), *keys, *args)
+        except NoScriptError:
+            pass
+    return script(client, name)(keys=keys, args=args)

@@ -21,10 +21,13 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 if KEYS[4] then
   redis.call('ZREM', KEYS[4], ARGV[1])
 end
--- A slot was freed either way; tokens beyond the limit would only cause idle retries.
-redis.call('RPUSH', KEYS[3], '1')
-redis.call('LTRIM', KEYS[3], 0, tonumber(ARGV[2]) - 1)
-redis.call('PEXPIRE', KEYS[3], ARGV[3])
+-- A slot was freed either way; tokens beyond the limit would only cause idle retries, so
+-- a full list is left as it is (then nobody is blocked on it: a waiter blocks only on an
+-- empty list), and uncontended releases write nothing to it.
+if redis.call('LLEN', KEYS[3]) < tonumber(ARGV[2]) then
+  redis.call('RPUSH', KEYS[3], '1')
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+end
 if tonumber(deadline) <= now then
   return 0
 end

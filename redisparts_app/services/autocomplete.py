@@ -152,6 +152,13 @@ def validate_prefix(value: object) -> str:
     Raise InvalidArgument (also a TypeError for a non-string) for an over-long
     prefix or one with control characters.
     """
+    if (
+        type(value) is str
+        and value.isascii()
+        and value.isprintable()
+        and len(value) <= app_settings.AUTOCOMPLETE_NAME_MAX_LENGTH
+    ):
+        return value.lower().lstrip(" ")  # what the checks and fold() give printable ASCII
     return fold(_checked_text(value, "prefix")).lstrip(" ")
 
 
@@ -441,11 +448,12 @@ class AddressBook:
         on_sentinels: Callable[[], None] | None,
         on_watched: Callable[[int], None] | None,
     ) -> faces.Steps[list[str]]:
+        # The core of the method, returned rather than delegated to: one generator per lookup.
         query = validate_prefix(prefix).encode()
         count = validate_limit(limit, app_settings.AUTOCOMPLETE_LIMIT)
         if self.method == "lex":
-            return (yield from self._complete_lex(query, count))
-        return (yield from self._complete_book(query, count, on_sentinels, on_watched))
+            return self._complete_lex(query, count)
+        return self._complete_book(query, count, on_sentinels, on_watched)
 
     def _complete_lex(self, query: bytes, limit: int) -> faces.Steps[list[str]]:
         # One plain ZRANGEBYLEX of ``limit`` entries answers almost every lookup, and

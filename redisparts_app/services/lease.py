@@ -96,25 +96,20 @@ def validate_heartbeat(interval: float | None, ttl: float, max_renewals: int | N
     return interval
 
 
-def immediate_client(client: Client) -> Any:
-    """Return ``client``, or get_redis() for None; refuse a pipeline with a TypeError.
+def immediate_clients(client: Client) -> tuple[Any, Any]:
+    """Return the (sync, async) clients of a lease or lock given ``client=`` (see
+    ``faces.clients``); refuse a pipeline with a TypeError.
 
     Leases and locks act on each reply at once (did the SET win?), which a
     pipeline only gives at execute().
     """
     if client is None:
-        return get_redis()
-    if is_pipeline(client):
-        raise TypeError("leases and locks need each reply at once: pass a client, not a pipeline")
-    return client
-
-
-def immediate_clients(client: Client) -> tuple[Any, Any]:
-    """Return the (sync, async) clients of a lease or lock given ``client=`` (see
-    ``faces.clients``); refuse a pipeline with a TypeError (``immediate_client``)."""
+        return get_redis(), None
     if is_async_client(client):
         return get_redis(), client
-    return immediate_client(client), None
+    if is_pipeline(client):
+        raise TypeError("leases and locks need each reply at once: pass a client, not a pipeline")
+    return client, None
 
 
 class Lease:
@@ -125,6 +120,18 @@ class Lease:
     is called with the lease, once, when ownership is found lost. A Lease
     object belongs to one holder; its token is fixed for the object's life.
     """
+
+    # State before the first acquisition, as class attributes: a Lock makes a lease per
+    # use, and these are only written once something happens.
+    fence: int | None = None
+    renewals = 0
+    _lost: threading.Event | None = None  # made on first use (see ``lost``)
+    _held = False
+    _confirmed_until = 0.0
+    _lost_reported = False
+    # Made by start_heartbeat: most leases never have a heartbeat.
+    _stop: threading.Event | None = None
+    _thread: threading.Thread | None = None
 
     def __init__(
         self,
@@ -138,23 +145,56 @@ class Lease:
         on_lost: Callable[[Lease], Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        self._setup(
+            key,
+            check_seconds(ttl, "lease ttl"),
+            *immediate_clients(client),
+            token or os.urandom(16).hex(),  # 128 random bits, as hex
+            fence_key,
+            signal_key,
+            on_lost,
+            clock,
+        )
+
+    @classmethod
+    def _checked(
+        cls,
+        key: str,
+        ttl: float,
+        client: Any,
+        fence_key: str | None,
+        signal_key: str | None,
+        on_lost: Callable[[Lease], Any] | None,
+        clock: Callable[[], float],
+    ) -> Lease:
+        """A lease with a new token on arguments its caller has checked (a Lock's ttl in
+        float seconds, its sync client): a Lock makes one per acquisition."""
+        lease = cls.__new__(cls)
+        token = os.urandom(16).hex()
+        lease._setup(key, ttl, client, None, token, fence_key, signal_key, on_lost, clock)
+        return lease
+
+    def _setup(
+        self,
+        key: str,
+        ttl: float,
+        client: Any,
+        aclient: Any,
+        token: str,
+        fence_key: str | None,
+        signal_key: str | None,
+        on_lost: Callable[[Lease], Any] | None,
+        clock: Callable[[], float],
+    ) -> None:
         self.key = key
-        self.ttl = check_seconds(ttl, "lease ttl")
-        self.client, self.aclient = immediate_clients(client)
-        self.token = token or os.urandom(16).hex()  # 128 random bits, as hex
+        self.ttl = ttl
+        self.client = client
+        self.aclient = aclient
+        self.token = token
         self.fence_key = fence_key
         self.signal_key = signal_key
         self.on_lost = on_lost
         self.clock = clock
-        self.fence: int | None = None
-        self.renewals = 0
-        self._lost: threading.Event | None = None  # made on first use (see ``lost``)
-        self._held = False
-        self._confirmed_until = 0.0
-        self._lost_reported = False
-        # Made by start_heartbeat: most leases never have a heartbeat.
-        self._stop: threading.Event | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def held(self) -> bool:
@@ -183,7 +223,7 @@ class Lease:
         return await faces.arun(self._try_acquire(), self.aclient)
 
     def _try_acquire(self) -> faces.Steps[bool]:
-        acquired, _ = yield from self._attempt()
+        acquired, _ = yield self._attempt()
         return acquired
 
     def acquire(self, timeout: float = 0.0) -> bool:
@@ -207,9 +247,11 @@ class Lease:
         """The core of ``acquire``, for a ``timeout`` the caller has checked (float seconds ≥ 0)."""
         deadline = self.clock() + timeout
         while True:
-            acquired, holder_pttl = yield from self._attempt()
+            acquired, holder_pttl = yield self._attempt()
             if acquired:
                 return True
+            if holder_pttl is None and deadline > self.clock():  # a bare SET lost
+                holder_pttl = int((yield faces.command("pttl", self.key)))
             left = deadline - self.clock()
             if left <= 0:
                 return False
@@ -218,23 +260,29 @@ class Lease:
             pause = left if holder_pttl < 0 else min(left, holder_pttl / 1000)
             yield from self._pause(pause)
 
-    def _attempt(self) -> faces.Steps[tuple[bool, int]]:
+    def _attempt(self) -> faces.Op:
+        """One attempt, whose reply is (acquired, the holder's PTTL in ms or None: not read)."""
         if self._held:
             raise RuntimeError(f"lease {self.key!r} is already held by this holder")
-        ttl_ms = to_ms(self.ttl)
         sent = self.clock()
-        if self.fence_key is not None:
-            acquired, value = yield faces.script(
-                "lease_acquire", [self.key, self.fence_key], [self.token, ttl_ms]
-            )
+        if self.fence_key is None:
+
+            def won(reply: Any) -> tuple[bool, None]:
+                if reply:
+                    self._mark_acquired(None, sent)
+                return bool(reply), None
+
+            return faces.command("set", self.key, self.token, nx=True, px=to_ms(self.ttl), then=won)
+
+        def drawn(reply: list[int]) -> tuple[bool, int]:
+            acquired, value = reply
             if acquired:
                 self._mark_acquired(int(value), sent)
                 return True, 0
             return False, int(value)
-        if (yield faces.command("set", self.key, self.token, nx=True, px=ttl_ms)):
-            self._mark_acquired(None, sent)
-            return True, 0
-        return False, int((yield faces.command("pttl", self.key)))
+
+        keys = [self.key, self.fence_key]
+        return faces.script("lease_acquire", keys, [self.token, to_ms(self.ttl)], then=drawn)
 
     def _mark_acquired(self, fence: int | None, sent: float) -> None:
         # Ownership is certain until the send time of the last confirmed SET/PEXPIRE + ttl.
@@ -267,14 +315,18 @@ class Lease:
         """The async twin of ``extend``."""
         return await faces.arun(self._extend(ttl), self.aclient)
 
-    def _extend(self, ttl: float | None) -> faces.Steps[bool]:
+    def _extend(self, ttl: float | None) -> faces.Op:
         ttl = self.ttl if ttl is None else check_seconds(ttl, "lease ttl")
         sent = self.clock()
-        if (yield faces.script("lease_extend", [self.key], [self.token, to_ms(ttl)])):
-            self._confirmed_until = sent + ttl
-            return True
-        self._report_lost()
-        return False
+
+        def extended(reply: int) -> bool:
+            if reply:
+                self._confirmed_until = sent + ttl
+                return True
+            self._report_lost()
+            return False
+
+        return faces.script("lease_extend", [self.key], [self.token, to_ms(ttl)], then=extended)
 
     def release(self) -> bool:
         """Stop the heartbeat and delete the lease if still owned; return whether it was.
@@ -287,15 +339,18 @@ class Lease:
         """The async twin of ``release`` (a heartbeat thread is joined, briefly)."""
         return await faces.arun(self._release(), self.aclient)
 
-    def _release(self) -> faces.Steps[bool]:
-        self.stop_heartbeat()
+    def _release(self) -> faces.Op:
+        if self._thread is not None:
+            self.stop_heartbeat()
         keys = [self.key] if self.signal_key is None else [self.key, self.signal_key]
-        released = bool((yield faces.script("lease_release", keys, [self.token, SIGNAL_TTL_MS])))
-        if released:
+        return faces.script("lease_release", keys, [self.token, SIGNAL_TTL_MS], then=self._released)
+
+    def _released(self, reply: int) -> bool:
+        if reply:
             self._held = False
-        else:
-            self._report_lost()
-        return released
+            return True
+        self._report_lost()
+        return False
 
     def owned(self) -> bool:
         """Ask Redis whether the key still holds this holder's token."""

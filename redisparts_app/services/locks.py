@@ -241,7 +241,10 @@ class Lock:
         if not (yield from lease._acquire(wait)):
             self._unused = lease
             raise LockTimeout(self.name, wait)
-        return (yield from self._started(lease))
+        # Noted once held: a registry prunes only names whose thing it finds gone, so a
+        # name noted before the lock existed could be pruned between the two.
+        yield from registry.noting(COMPONENT, self.name)
+        return self._started(lease)
 
     def try_acquire(self) -> int | None:
         """Make one attempt without waiting; return the fence, or None when it is held."""
@@ -254,7 +257,8 @@ class Lock:
     def _try_acquire(self) -> faces.Steps[int | None]:
         lease = self._new_lease()
         if (yield from lease._try_acquire()):
-            return (yield from self._started(lease))
+            yield from registry.noting(COMPONENT, self.name)  # once held, as in _acquire
+            return self._started(lease)
         self._unused = lease
         return None
 
@@ -270,42 +274,44 @@ class Lock:
         await faces.arun(self._extend(ttl), self.aclient)
 
     def _extend(self, ttl: float | None) -> faces.Steps[None]:
-        if self._lease is None or not (yield from self._lease._extend(ttl)):
+        if self._lease is None or not (yield self._lease._extend(ttl)):
             raise LockNotOwned(self.name, "extend")
 
     def release(self) -> None:
         """Release the lock and wake one waiter; raise LockNotOwned when no longer owned."""
-        faces.run(self._release(), self.client)
+        faces.run(self._release(None), self.client)
 
     async def arelease(self) -> None:
         """The async twin of ``release``."""
-        await faces.arun(self._release(), self.aclient)
+        await faces.arun(self._release(None), self.aclient)
 
-    def _release(self) -> faces.Steps[None]:
-        if self._lease is None or not (yield from self._lease._release()):
+    def _release(self, exc_type: type[BaseException] | None) -> faces.Steps[None]:
+        """Release; raise LockNotOwned when no longer owned, unless ``exc_type`` is the
+        error a ``with`` block is leaving with (that error propagates; the loss is logged)."""
+        if self._lease is not None and (yield self._lease._release()):
+            return
+        if exc_type is None:
             raise LockNotOwned(self.name, "release")
+        logger.warning("lock %r was lost before the failing block ended", self.name)
 
     def _new_lease(self) -> Lease:
-        if self.held:
+        if self._lease is not None and self._lease.held:
             raise RuntimeError(f"lock {self.name!r} is already held by this object")
         if self._unused is not None:
             lease, self._unused = self._unused, None
             return lease
         on_lost = None if self.on_lost is None else (lambda _lease: self.on_lost(self))
-        return Lease(
+        return Lease._checked(
             self.owner_key,
             self.ttl,
-            client=self.client,
-            fence_key=self.fence_key,
-            signal_key=self.signal_key,
-            on_lost=on_lost,
-            clock=self.clock,
+            self.client,
+            self.fence_key,
+            self.signal_key,
+            on_lost,
+            self.clock,
         )
 
-    def _started(self, lease: Lease) -> faces.Steps[int]:
-        # Noted once held: a registry prunes only names whose thing it finds gone, so a
-        # name noted before the lock existed could be pruned between the two.
-        yield from registry.noting(COMPONENT, self.name)
+    def _started(self, lease: Lease) -> int:
         self._lease = lease
         if self.auto_renew:  # a thread on the sync client, whichever face acquired
             lease.start_heartbeat(self.renew_interval, max_renewals=self.max_renewals)
@@ -313,7 +319,7 @@ class Lock:
         return lease.fence
 
     def __enter__(self) -> Lock:
-        self.acquire()
+        faces.run(self._acquire(None), self.client)  # self.acquire(), one call less
         return self
 
     def __exit__(
@@ -322,7 +328,7 @@ class Lock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        faces.run(self._exit(exc_type), self.client)
+        faces.run(self._release(exc_type), self.client)
 
     async def __aenter__(self) -> Lock:
         await self.aacquire()
@@ -334,15 +340,7 @@ class Lock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await faces.arun(self._exit(exc_type), self.aclient)
-
-    def _exit(self, exc_type: type[BaseException] | None) -> faces.Steps[None]:
-        try:
-            yield from self._release()
-        except LockNotOwned:
-            if exc_type is None:
-                raise
-            logger.warning("lock %r was lost before the failing block ended", self.name)
+        await faces.arun(self._release(exc_type), self.aclient)
 
 
 @dataclass(frozen=True)

@@ -107,15 +107,15 @@ async def anote(component: str, name: str, *, client: Client | None = None) -> N
 def noting(component: str, name: str) -> faces.Steps[None]:
     """The core of ``note``, for the cores of the services that note a name."""
     client = yield faces.CLIENT
-    if is_pipeline(client):
-        yield note_command(component, name)
-        return
     now = time.monotonic()
+    # Looked up first: a pipeline is never noted here, so it always gets past this.
     noted = _noted.get(client)
     last = noted.get((component, name)) if noted is not None else None
     if last is not None and now - last < NOTE_INTERVAL:
         return
     yield note_command(component, name)
+    if is_pipeline(client):  # queued with the pipeline's other commands every time
+        return
     with _noted_guard:
         noted = _noted.setdefault(client, {})
         if len(noted) >= _NOTED_MAX:

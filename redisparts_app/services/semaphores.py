@@ -404,6 +404,8 @@ def _check_reason(reason: object) -> str:
         raise InvalidArgument(
             "reason", reason, f"longer than {MAX_REASON_LENGTH} characters; shorten it"
         )
+    if reason.isascii() and reason.isprintable():
+        return reason  # no control or format character (the common case, "" included)
     if any(unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp") for char in reason):
         raise InvalidArgument("reason", reason, "must not contain control characters")
     return reason
