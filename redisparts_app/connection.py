@@ -306,12 +306,15 @@ async def aclose_async_clients() -> None:
 def _build_async_client(config: dict[str, Any], blocking: bool = False) -> Client:
     """Build a new redis.asyncio client for a validated CONNECTIONS entry (``blocking``:
     see get_async_redis)."""
-    options = dict(config.get("OPTIONS", {}))
+    if "CACHE" in config:
+        return _async_twin(_cache_client(config["CACHE"]), blocking)
+    if "CLUSTER" in config:
+        nodes, options = _cluster_arguments(config)
+    else:
+        options = dict(config.get("OPTIONS", {}))
     if blocking:  # no time limit on a reply, and no cap on the connections
         options["socket_timeout"] = None
         options.pop("max_connections", None)
-    if "CACHE" in config:
-        return _async_twin(_cache_client(config["CACHE"]), blocking)
     if "URL" in config:
         if blocking:  # a connection per waiting read, as many as there are
             pool = redis.asyncio.ConnectionPool.from_url(config["URL"], **options)
@@ -322,10 +325,6 @@ def _build_async_client(config: dict[str, Any], blocking: bool = False) -> Clien
         pool = redis.asyncio.BlockingConnectionPool.from_url(config["URL"], **options)
         return MultiplexedRedis(connection_pool=pool)
     if "CLUSTER" in config:
-        nodes, options = _cluster_arguments(config)
-        if blocking:
-            options["socket_timeout"] = None
-            options.pop("max_connections", None)
         if isinstance(nodes, str):
             return redis.asyncio.RedisCluster.from_url(nodes, **options)
         startup = [redis.asyncio.cluster.ClusterNode(host, port) for host, port in nodes]
