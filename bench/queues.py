@@ -262,7 +262,8 @@ def bare_side(url: str):
 
 
 def script_enqueuer(url: str):
-    """Enqueue as our algorithm does at its leanest: the record JSON and one EVALSHA of
+    """Enqueue as our algorithm does at its leanest: the record a worker runs and the
+    admin shows (the members of ours, made by one json.dumps) and one EVALSHA of
     queue_enqueue.lua with its keys built once, no checks, no database transaction."""
     from redisparts_app import lua
     from redisparts_app.conf import app_settings
@@ -275,7 +276,12 @@ def script_enqueuer(url: str):
 
     def enqueue(index: int, seconds: float = 0.0) -> None:
         task_id = os.urandom(16).hex()
-        body = json.dumps({"id": task_id, "name": TASK_NAME, "args": [index, seconds]})
+        now = time.time()
+        body = json.dumps(
+            {"id": task_id, "name": TASK_NAME, "queue": QUEUE, "retries": 0, "max_retries": 0,
+             "enqueued_at": now, "ready_at": now, "kind": "task", "args": [index, seconds],
+             "kwargs": {}}
+        )  # fmt: skip
         client.evalsha(sha, len(keys), *keys, task_id, body, QUEUE, 0, 1, WAKE_CAP)
 
     return enqueue

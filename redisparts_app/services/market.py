@@ -92,6 +92,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -591,7 +592,7 @@ def _cancel_listing(seller: str, item: str) -> faces.Steps[None]:
         raise ListingNotFound(seller, item)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Order:
     buyer: str
     seller: str
@@ -703,9 +704,15 @@ def _purchase(order: _Order) -> faces.Core[Purchase]:
     return _purchase_lua(order) if order.strategy == "lua" else _purchase_watch(order)
 
 
+@lru_cache(maxsize=16)
+def _base_key(prefix: str) -> str:
+    """The market's keys' common start, built once per KEY_PREFIX in force."""
+    return keys.make_key(COMPONENT, TAG)
+
+
 def _purchase_lua(order: _Order) -> faces.Op:
-    # The keys built from one make_key: the names are validated key parts already.
-    base = keys.make_key(COMPONENT, TAG)
+    # The keys built on one base: the names are validated key parts already.
+    base = _base_key(app_settings.KEY_PREFIX)
     return faces.script(
         "market_purchase",
         [

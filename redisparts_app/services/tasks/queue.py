@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import transaction
 
@@ -175,8 +175,7 @@ def _claim_keys(prefix: str, group: str, queues: tuple[str, ...]) -> tuple[str, 
     return tuple(keys)
 
 
-@dataclass(frozen=True)
-class PreparedPush:
+class PreparedPush(NamedTuple):
     """An enqueue checked and built, ready to send on either face: the script's KEYS and
     ARGV, and (replicas, timeout in seconds) when the push waits for replicas."""
 
@@ -184,6 +183,17 @@ class PreparedPush:
     keys: list[str]
     argv: list[Any]
     replicas: tuple[int, float] | None
+
+
+# A name or key part as a JSON string (key parts may hold quotes or non-ASCII text).
+_json_string = lru_cache(maxsize=1024)(json.dumps)
+
+
+def _json_time(microseconds: int) -> str:
+    """Seconds since the epoch as a JSON number, to the microsecond: integer arithmetic
+    costs a fraction of float's shortest-repr formatting."""
+    seconds, fraction = divmod(microseconds, 1_000_000)
+    return f"{seconds}.{fraction:06d}"
 
 
 class TaskQueue:
@@ -355,24 +365,25 @@ class TaskQueue:
                 "wait_timeout",
                 allow_zero=False,
             )
-        task_id = new_task_id() if task_id is None else validate_key_part(task_id, "task id")
-        now = time.time()
+        if task_id is None:
+            task_id = new_task_id()
+            id_json = f'"{task_id}"'  # hex digits need no escaping
+        else:
+            task_id = validate_key_part(task_id, "task id")
+            id_json = json.dumps(task_id)
+        now = time.time_ns() // 1000
+        enqueued_at = _json_time(now)
         # "ready_at" is when it may run (the scheduler moves it then): a queue's backlog age
-        # counts from there, not from the enqueue of a delayed task. The arguments' JSON,
-        # made to check them, goes in as is.
-        record = {
-            "id": task_id,
-            "name": name,
-            "queue": queue,
-            "retries": 0,
-            "max_retries": max_retries,
-            "enqueued_at": now,
-            "ready_at": now + delay,
-            "kind": kind,
-        }
-        if dedup_key is not None:
-            record["dedup"] = dedup_key
-        body = f"{_ENCODER.encode(record)[:-1]},{arguments}}}"
+        # counts from there, not from the enqueue of a delayed task. The record is written
+        # as JSON text around the arguments' JSON (made to check them): its other members
+        # are numbers and checked names.
+        ready_at = _json_time(now + int(delay * 1_000_000)) if delay else enqueued_at
+        dedup_member = f',"dedup":{json.dumps(dedup_key)}' if dedup_key is not None else ""
+        body = (
+            f'{{"id":{id_json},"name":{_json_string(name)},"queue":{_json_string(queue)},'
+            f'"retries":0,"max_retries":{max_retries},"enqueued_at":{enqueued_at},'
+            f'"ready_at":{ready_at},"kind":{_json_string(kind)}{dedup_member},{arguments}}}'
+        )
         keys = list(_enqueue_keys(app_settings.KEY_PREFIX, self.group, queue))
         if dedup is not None:
             keys.append(dedup)
