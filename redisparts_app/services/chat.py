@@ -68,6 +68,7 @@ limited by ``CHAT_MAX_MESSAGE_LENGTH`` characters; one fetch takes at most
 """
 
 import asyncio
+import functools
 import itertools
 import json
 import time
@@ -172,13 +173,21 @@ _READ_KEYS = ("members", "msgs", "history", "joined")
 
 
 def _fetch_keys(*chat_ids: str) -> list[str]:
-    # The members and pending messages keys of each chat, which the fetch script takes;
-    # built alone because a fetch across many chats builds them for every chat.
+    # The members and pending messages keys of each chat, which the fetch script takes:
+    # the ids put between the two halves of a chat key, because a fetch across many
+    # chats builds them for every chat. The ids are validated already (a user's chats
+    # when they joined).
+    head, tail = _key_halves(app_settings.KEY_PREFIX)
     keys: list[str] = []
     for chat_id in chat_ids:
-        base = make_key(COMPONENT, chat_id)
-        keys += (f"{base}:members", f"{base}:msgs")
+        keys += (f"{head}{chat_id}{tail}:members", f"{head}{chat_id}{tail}:msgs")
     return keys
+
+
+@functools.cache
+def _key_halves(prefix: str) -> list[str]:
+    # A chat key around its id, once per key prefix (the cache key; make_key reads it).
+    return make_key(COMPONENT, "\0").split("\0")
 
 
 def seen_key(user: str) -> str:
