@@ -69,7 +69,6 @@ limited by ``CHAT_MAX_MESSAGE_LENGTH`` characters; one fetch takes at most
 
 import asyncio
 import functools
-import itertools
 import json
 import time
 import weakref
@@ -337,12 +336,13 @@ def _fetch_pending_messages(user: str) -> faces.Steps[list[tuple[str, list[ChatM
     gone = [chat for chat, count in zip(chats, counts, strict=True) if count < 0]
     if gone:  # left or deleted since: the seen entries are stale
         yield faces.command("zrem", key, *gone)
-    messages = iter(_decode([reply[-1] for reply in replies if reply[-1]]))
-    return [
-        (chat, list(itertools.islice(messages, count)))
-        for chat, count in zip(chats, counts, strict=True)
-        if count > 0
-    ]
+    messages = _decode([reply[-1] for reply in replies if reply[-1]])
+    fetched, start = [], 0
+    for chat, count in zip(chats, counts, strict=True):
+        if count > 0:
+            fetched.append((chat, messages[start : start + count]))
+            start += count
+    return fetched
 
 
 def fetch_chat_messages(
