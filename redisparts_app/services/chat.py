@@ -68,7 +68,7 @@ limited by ``CHAT_MAX_MESSAGE_LENGTH`` characters; one fetch takes at most
 """
 
 import asyncio
-import itertools
+import functools
 import json
 import time
 import weakref
@@ -172,13 +172,21 @@ _READ_KEYS = ("members", "msgs", "history", "joined")
 
 
 def _fetch_keys(*chat_ids: str) -> list[str]:
-    # The members and pending messages keys of each chat, which the fetch script takes;
-    # built alone because a fetch across many chats builds them for every chat.
+    # The members and pending messages keys of each chat, which the fetch script takes:
+    # the ids put between the two halves of a chat key, because a fetch across many
+    # chats builds them for every chat. The ids are validated already (a user's chats
+    # when they joined).
+    head, tail = _key_halves(app_settings.KEY_PREFIX)
     keys: list[str] = []
     for chat_id in chat_ids:
-        base = make_key(COMPONENT, chat_id)
-        keys += (f"{base}:members", f"{base}:msgs")
+        keys += (f"{head}{chat_id}{tail}:members", f"{head}{chat_id}{tail}:msgs")
     return keys
+
+
+@functools.cache
+def _key_halves(prefix: str) -> list[str]:
+    # A chat key around its id, once per key prefix (the cache key; make_key reads it).
+    return make_key(COMPONENT, "\0").split("\0")
 
 
 def seen_key(user: str) -> str:
@@ -328,12 +336,13 @@ def _fetch_pending_messages(user: str) -> faces.Steps[list[tuple[str, list[ChatM
     gone = [chat for chat, count in zip(chats, counts, strict=True) if count < 0]
     if gone:  # left or deleted since: the seen entries are stale
         yield faces.command("zrem", key, *gone)
-    messages = iter(_decode([reply[-1] for reply in replies if reply[-1]]))
-    return [
-        (chat, list(itertools.islice(messages, count)))
-        for chat, count in zip(chats, counts, strict=True)
-        if count > 0
-    ]
+    messages = _decode([reply[-1] for reply in replies if reply[-1]])
+    fetched, start = [], 0
+    for chat, count in zip(chats, counts, strict=True):
+        if count > 0:
+            fetched.append((chat, messages[start : start + count]))
+            start += count
+    return fetched
 
 
 def fetch_chat_messages(
