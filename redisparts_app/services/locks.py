@@ -262,7 +262,9 @@ class Lock:
 
         Raise LockTimeout when others held it for the whole wait.
         """
-        return faces.run(self._acquire(timeout), self.client)
+        return self._take(
+            self.timeout if timeout is None else check_seconds(timeout, "lock timeout")
+        )
 
     async def aacquire(self, timeout: float | None = None) -> int:
         """The async twin of ``acquire``: its waits (BLPOP on the wake-up list) block only
@@ -313,7 +315,7 @@ class Lock:
 
     def release(self) -> None:
         """Release the lock and wake one waiter; raise LockNotOwned when no longer owned."""
-        faces.run(self._release(None), self.client)
+        self._give_back(None)
 
     async def arelease(self) -> None:
         """The async twin of ``release``."""
@@ -355,21 +357,30 @@ class Lock:
         assert lease.fence is not None  # a fenced lease always draws one
         return lease.fence
 
-    def __enter__(self) -> Lock:
-        # What self.acquire() does, its common case without stepping a core: the first
-        # attempt is one operation (the core's own), and only a lock found held goes on
-        # to the core's wait (Lease._wait), as it does in _acquire.
+    def _take(self, wait: float) -> int:
+        """The sync face of ``_acquire``, its common case without stepping a core: the
+        first attempt is one operation (the core's own), and only a lock found held goes
+        on to the core's wait (``Lease._wait``), as ``Lease._acquire`` does."""
         client = self.client
         lease = self._new_lease()
-        deadline = lease.clock() + self.timeout
+        deadline = lease.clock() + wait
         reply: tuple[bool, int | None] = faces.run(lease._attempt(), client)
         acquired, holder_pttl = reply
         if not acquired and not faces.run(lease._wait(deadline, holder_pttl), client):
             self._unused = lease
-            raise LockTimeout(self.name, self.timeout)
-        if not registry.recently_noted(client, COMPONENT, self.name):
+            raise LockTimeout(self.name, wait)
+        if not registry.recently_noted(client, COMPONENT, self.name):  # noted once held
             faces.run(registry.noting(COMPONENT, self.name), client)
-        self._started(lease)
+        return self._started(lease)
+
+    def _give_back(self, exc_type: type[BaseException] | None) -> None:
+        """The sync face of ``_release``: the release as one operation."""
+        lease = self._lease
+        if lease is None or not faces.run(lease._release(), self.client):
+            self._lost_at_release(exc_type)
+
+    def __enter__(self) -> Lock:
+        self._take(self.timeout)
         return self
 
     def __exit__(
@@ -378,10 +389,7 @@ class Lock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        # The release as one operation when it succeeds (the common case), else the core.
-        lease = self._lease
-        if lease is None or not faces.run(lease._release(), self.client):
-            self._lost_at_release(exc_type)
+        self._give_back(exc_type)
 
     async def __aenter__(self) -> Lock:
         await self.aacquire()
