@@ -102,6 +102,17 @@ def test_context_manager_holds_the_lock_with_a_ttl_and_releases_it(redis_client,
     assert redis_client.exists(lock.owner_key) == 0
 
 
+def test_a_with_block_on_a_held_lock_waits_for_it_or_times_out(redis_client):
+    holder = Lock("reports", ttl=0.3, timeout=1)
+    holder.acquire()  # never released: its TTL runs out
+    with pytest.raises(LockTimeout), Lock("reports", ttl=2, timeout=0.05):
+        pass
+    with Lock("reports", ttl=2, timeout=5) as lock:  # the first attempt fails, the wait wins
+        assert lock.fence == 2
+        assert [held.name for held in held_locks()] == ["reports"]
+    assert redis_client.exists(lock.owner_key) == 0
+
+
 def test_each_acquisition_gets_a_new_owner_token(redis_client, new_lock):
     lock = new_lock("reports", ttl=2, timeout=1)
     lock.acquire()

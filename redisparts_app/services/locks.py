@@ -77,7 +77,7 @@ from .. import faces, keys, lua
 from ..conf import app_settings
 from ..connection import Client, resolve_client
 from ..exceptions import InvalidArgument, LockNotOwned, LockTimeout
-from ..validation import check_count, check_seconds
+from ..validation import MAX_SECONDS, check_count, check_seconds
 from . import registry
 from .lease import SIGNAL_TTL_MS, Lease, immediate_clients, validate_heartbeat
 
@@ -131,6 +131,20 @@ def _forget_identities(*, setting: str, **kwargs: Any) -> None:
         _identities.clear()
 
 
+# Classes of the clients a Lock was given that are neither async nor pipelines:
+# immediate_clients() runs once per class, not once per use.
+_PLAIN_CLIENTS: set[type] = set()
+
+
+def _seconds(value: Any, field: str) -> float:
+    """``check_seconds(value, field)``, its common case (a float or int in range) in one
+    call less."""
+    kind = type(value)
+    if (kind is float or kind is int) and 0.001 <= value <= MAX_SECONDS:
+        return float(value)
+    return check_seconds(value, field)
+
+
 def _role_keys(valid_name: str) -> tuple[str, str, str]:
     base = keys.make_key(COMPONENT, valid_name)
     return f"{base}:owner", f"{base}:fence", f"{base}:signal"
@@ -145,6 +159,19 @@ class Lock:
     ``clock`` measures the wait (monotonic seconds).
     """
 
+    # The defaults of the options, as class attributes: a Lock is built per use, and
+    # only what a caller sets differently is stored on it.
+    auto_renew = False
+    renew_interval: float | None = None  # None: ttl/3 (``Lease.start_heartbeat``)
+    max_renewals: int | None = None
+    on_lost: Callable[[Lock], Any] | None = None
+    clock: Callable[[], float] = staticmethod(time.monotonic)
+    aclient: Any = None
+    _lease: Lease | None = None
+    # A lease whose attempts all failed: its token never reached Redis, so the next
+    # attempt may use it again instead of drawing a new one (cheaper polling).
+    _unused: Lease | None = None
+
     def __init__(
         self,
         name: str,
@@ -158,22 +185,29 @@ class Lock:
         on_lost: Callable[[Lock], Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.name, self.owner_key, self.fence_key, self.signal_key = _identity(name)
-        self.ttl = check_seconds(app_settings.LOCK_TTL if ttl is None else ttl, "lock ttl")
-        self.timeout = check_seconds(
+        # The common cases inline (a cached name, a float or int in range, a plain
+        # client): each call saved here is saved on every use.
+        identity = _identities.get((app_settings.KEY_PREFIX, name)) if type(name) is str else None
+        self.name, self.owner_key, self.fence_key, self.signal_key = identity or _identity(name)
+        self.ttl = _seconds(app_settings.LOCK_TTL if ttl is None else ttl, "lock ttl")
+        self.timeout = _seconds(
             app_settings.LOCK_TIMEOUT if timeout is None else timeout, "lock timeout"
         )
-        renew_interval = validate_heartbeat(renew_interval, self.ttl, max_renewals)
-        self.client, self.aclient = immediate_clients(client)
-        self.auto_renew = auto_renew
-        self.renew_interval = renew_interval
-        self.max_renewals = max_renewals
-        self.on_lost = on_lost
-        self.clock = clock
-        self._lease: Lease | None = None
-        # A lease whose attempts all failed: its token never reached Redis, so the next
-        # attempt may use it again instead of drawing a new one (cheaper polling).
-        self._unused: Lease | None = None
+        if renew_interval is not None or max_renewals is not None:
+            self.renew_interval = validate_heartbeat(renew_interval, self.ttl, max_renewals)
+            self.max_renewals = max_renewals
+        if client is not None and type(client) in _PLAIN_CLIENTS:
+            self.client = client
+        else:
+            self.client, self.aclient = immediate_clients(client)
+            if self.aclient is None and client is not None:
+                _PLAIN_CLIENTS.add(type(client))
+        if auto_renew:
+            self.auto_renew = True
+        if on_lost is not None:
+            self.on_lost = on_lost
+        if clock is not time.monotonic:
+            self.clock = clock
 
     def __repr__(self) -> str:
         state = f"held, fence {self.fence}" if self.held else "not held"
@@ -228,7 +262,9 @@ class Lock:
 
         Raise LockTimeout when others held it for the whole wait.
         """
-        return faces.run(self._acquire(timeout), self.client)
+        return self._take(
+            self.timeout if timeout is None else check_seconds(timeout, "lock timeout")
+        )
 
     async def aacquire(self, timeout: float | None = None) -> int:
         """The async twin of ``acquire``: its waits (BLPOP on the wake-up list) block only
@@ -279,7 +315,7 @@ class Lock:
 
     def release(self) -> None:
         """Release the lock and wake one waiter; raise LockNotOwned when no longer owned."""
-        faces.run(self._release(None), self.client)
+        self._give_back(None)
 
     async def arelease(self) -> None:
         """The async twin of ``release``."""
@@ -290,6 +326,9 @@ class Lock:
         error a ``with`` block is leaving with (that error propagates; the loss is logged)."""
         if self._lease is not None and (yield self._lease._release()):
             return
+        self._lost_at_release(exc_type)
+
+    def _lost_at_release(self, exc_type: type[BaseException] | None) -> None:
         if exc_type is None:
             raise LockNotOwned(self.name, "release")
         logger.warning("lock %r was lost before the failing block ended", self.name)
@@ -318,8 +357,30 @@ class Lock:
         assert lease.fence is not None  # a fenced lease always draws one
         return lease.fence
 
+    def _take(self, wait: float) -> int:
+        """The sync face of ``_acquire``, its common case without stepping a core: the
+        first attempt is one operation (the core's own), and only a lock found held goes
+        on to the core's wait (``Lease._wait``), as ``Lease._acquire`` does."""
+        client = self.client
+        lease = self._new_lease()
+        deadline = lease.clock() + wait
+        reply: tuple[bool, int | None] = faces.run(lease._attempt(), client)
+        acquired, holder_pttl = reply
+        if not acquired and not faces.run(lease._wait(deadline, holder_pttl), client):
+            self._unused = lease
+            raise LockTimeout(self.name, wait)
+        if not registry.recently_noted(client, COMPONENT, self.name):  # noted once held
+            faces.run(registry.noting(COMPONENT, self.name), client)
+        return self._started(lease)
+
+    def _give_back(self, exc_type: type[BaseException] | None) -> None:
+        """The sync face of ``_release``: the release as one operation."""
+        lease = self._lease
+        if lease is None or not faces.run(lease._release(), self.client):
+            self._lost_at_release(exc_type)
+
     def __enter__(self) -> Lock:
-        faces.run(self._acquire(None), self.client)  # self.acquire(), one call less
+        self._take(self.timeout)
         return self
 
     def __exit__(
@@ -328,7 +389,7 @@ class Lock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        faces.run(self._release(exc_type), self.client)
+        self._give_back(exc_type)
 
     async def __aenter__(self) -> Lock:
         await self.aacquire()

@@ -85,6 +85,9 @@ _NOTED_MAX = 100_000
 # (component, name) was last noted by this process.
 _noted: "weakref.WeakKeyDictionary[Any, dict[tuple[str, str], float]]" = weakref.WeakKeyDictionary()
 _noted_guard = threading.Lock()
+# The client noted last and its notes: most processes use one client, and a lookup in
+# ``_noted`` makes a weak reference per call, on the hot paths that note (a lock's use).
+_last: tuple[Callable[[], Any], dict[tuple[str, str], float]] = (lambda: None, {})
 
 
 def registry_key(component: str) -> str:
@@ -107,20 +110,32 @@ async def anote(component: str, name: str, *, client: Client | None = None) -> N
 def noting(component: str, name: str) -> faces.Steps[None]:
     """The core of ``note``, for the cores of the services that note a name."""
     client = yield faces.CLIENT
-    now = time.monotonic()
-    # Looked up first: a pipeline is never noted here, so it always gets past this.
-    noted = _noted.get(client)
-    last = noted.get((component, name)) if noted is not None else None
-    if last is not None and now - last < NOTE_INTERVAL:
+    if recently_noted(client, component, name):
         return
+    now = time.monotonic()
     yield note_command(component, name)
     if is_pipeline(client):  # queued with the pipeline's other commands every time
         return
+    global _last
     with _noted_guard:
         noted = _noted.setdefault(client, {})
         if len(noted) >= _NOTED_MAX:
             noted.clear()
         noted[(component, name)] = now
+        _last = (weakref.ref(client), noted)
+
+
+def recently_noted(client: Any, component: str, name: str) -> bool:
+    """Whether this process noted ``name`` on ``client`` less than NOTE_INTERVAL ago (a
+    pipeline never was: ``noting`` queues its ZADD every time). For a hot path that skips
+    ``noting`` when it has nothing to send."""
+    ref, noted = _last
+    if ref() is not client:
+        noted = _noted.get(client)  # type: ignore[assignment]
+        if noted is None:
+            return False
+    last = noted.get((component, name))
+    return last is not None and time.monotonic() - last < NOTE_INTERVAL
 
 
 def note_command(component: str, name: str) -> faces.Op:
@@ -146,8 +161,10 @@ async def aforget(component: str, name: str, *, client: Client | None = None) ->
 
 def forget_noted() -> None:
     """Make this process note every name again at its next use (after a flush, in tests)."""
+    global _last
     with _noted_guard:
         _noted.clear()
+        _last = (lambda: None, {})
 
 
 def names(component: str, *, client: Client | None = None) -> list[str]:
