@@ -12,9 +12,10 @@ if now == nil then
   now = t[1] .. string.sub('00000' .. t[2], -6, -4)
 end
 
--- Lowers the deadline to now only if it lay ahead: 1 exactly when the permit was live,
--- one call instead of ZSCORE and a comparison (the member is removed next anyway).
-local live = call('ZADD', KEYS[1], 'XX', 'LT', 'CH', now, ARGV[1])
+-- Raises the deadline to now + 0.5 ms only if it had passed (deadlines are whole ms): 1
+-- exactly when the permit had expired, one call instead of ZSCORE and a comparison, and
+-- no write for a live permit (the member is removed next anyway).
+local expired = call('ZADD', KEYS[1], 'XX', 'GT', 'CH', now .. '.5', ARGV[1])
 if call('ZREM', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
@@ -26,4 +27,4 @@ if call('LLEN', KEYS[3]) < tonumber(ARGV[2]) then
   call('RPUSH', KEYS[3], '1')
   call('PEXPIRE', KEYS[3], ARGV[3])
 end
-return live
+return 1 - expired

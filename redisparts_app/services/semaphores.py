@@ -34,8 +34,9 @@ in separate steps (ZADD then ZRANK on client timestamps read before the MULTI; o
 then ZADD, then ZRANK) and so let extra holders in: measured on this machine with
 bench/semaphores.py (8 processes, limit 3, 4 s, two runs), the basic version let 5
 holders in at once and the fair version 7. The book closes the race with a short lock
-around acquire; here each operation is one Lua script instead: expiry, count and insert
-run atomically on the server, so there is no window at all, one round trip instead of the
+around acquire; here each operation is one Lua script instead: count and insert run
+atomically on the server (a full set is first swept of its expired permits, so expired ones
+never outnumber the limit), so there is no window at all, one round trip instead of the
 lock's three or more, no lock key left behind when a client dies holding it, and no
 acquire that fails only because the lock stayed busy for its 10 ms. In the same runs both
 kinds here, and the book's locked version, never went above 3.
@@ -156,6 +157,9 @@ class Semaphore:
         self._refresh_keys = permits
         self._release_keys = [*permits, self._keys["wake"]]
         self._client, self._aclient = faces.clients(client)
+        # When this semaphore next notes its name in the registry (monotonic seconds): until
+        # then a successful acquire skips the registry's own per-process check too.
+        self._note_due = 0.0
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, limit={self.limit}, timeout={self.timeout})"
@@ -171,21 +175,33 @@ class Semaphore:
         """The async twin of ``acquire`` (its waits block only this coroutine)."""
         return await faces.arun(self._acquire(wait, reason), self._aclient)
 
-    def _acquire(self, wait: float, reason: str) -> faces.Steps[str | None]:
+    def _acquire(self, wait: float, reason: str) -> faces.Core[str | None]:
         # The common call (no wait, no reason) skips the checks' calls.
         if wait != 0 or type(wait) is not float:
             wait = check_seconds(wait, "wait", allow_zero=True, maximum=MAX_TIMEOUT, whole_ms=False)
         if reason != "":
             reason = _check_reason(reason)
         holder_id = os.urandom(16).hex()  # 128 random bits, as 32 hex digits
-        deadline = self._clock() + wait if wait else 0.0
+        if wait or time.monotonic() >= self._note_due:
+            return self._acquiring(holder_id, wait, reason)
+        # One try, and the name noted lately: the script alone.
+        return faces.script(
+            "semaphore_acquire",
+            self._acquire_keys,
+            self._acquire_args(holder_id, reason),
+            then=lambda ticket: holder_id if ticket else None,
+        )
+
+    def _acquiring(self, holder_id: str, wait: float, reason: str) -> faces.Steps[str | None]:
+        deadline = self._clock() + wait
         backoff = MIN_BACKOFF
         while True:
-            if (yield self._try_acquire(holder_id, reason)):
-                yield from registry.noting(COMPONENT, self.name)  # once it exists
+            args = self._acquire_args(holder_id, reason)
+            if (yield faces.script("semaphore_acquire", self._acquire_keys, args)):
+                if time.monotonic() >= self._note_due:
+                    yield from registry.noting(COMPONENT, self.name)  # once it exists
+                    self._note_due = time.monotonic() + registry.NOTE_INTERVAL
                 return holder_id
-            if not wait:
-                return None
             remaining = deadline - self._clock()
             if remaining <= 0:
                 return None
@@ -207,7 +223,9 @@ class Semaphore:
         return await faces.arun(self._refresh(holder_id), self._aclient)
 
     def _refresh(self, holder_id: str) -> faces.Op:
-        args = [_check_holder_id(holder_id), self._timeout_ms, *self._now()]
+        args = [_check_holder_id(holder_id), self._timeout_ms]
+        if not self._fair:
+            args.append(self._now_ms())
         return faces.script("semaphore_refresh", self._refresh_keys, args, then=bool)
 
     def release(self, holder_id: str) -> bool:
@@ -219,7 +237,9 @@ class Semaphore:
         return await faces.arun(self._release(holder_id), self._aclient)
 
     def _release(self, holder_id: str) -> faces.Op:
-        args = [_check_holder_id(holder_id), self.limit, self._timeout_ms, *self._now()]
+        args = [_check_holder_id(holder_id), self.limit, self._timeout_ms]
+        if not self._fair:
+            args.append(self._now_ms())
         return faces.script("semaphore_release", self._release_keys, args, then=bool)
 
     @contextmanager
@@ -273,13 +293,12 @@ class Semaphore:
     def _holders(self) -> faces.Op:
         return _holders(self.name, None if self._fair else self._clock)
 
-    def _try_acquire(self, holder_id: str, reason: str) -> faces.Op:
-        args = [holder_id, self.limit, self._timeout_ms, reason, *self._now()]
-        return faces.script("semaphore_acquire", self._acquire_keys, args, then=bool)
+    def _acquire_args(self, holder_id: str, reason: str) -> list[Any]:
+        return [holder_id, self.limit, self._timeout_ms, reason, self._now_ms()]
 
-    def _now(self) -> tuple[int, ...]:
-        # The scripts' last argument: now, ms on the caller's clock.
-        return (round(self._clock() * 1000),)
+    def _now_ms(self) -> int:
+        # The scripts' last argument for the basic kind: now, ms on the caller's clock.
+        return round(self._clock() * 1000)
 
 
 class FairSemaphore(Semaphore):
@@ -290,15 +309,12 @@ class FairSemaphore(Semaphore):
 
     _fair = True
 
-    def _try_acquire(self, holder_id: str, reason: str) -> faces.Op:
+    def _acquire_args(self, holder_id: str, reason: str) -> list[Any]:
         # No clock argument: the script reads the server's (TIME); no reason, no argument.
         args = [holder_id, self.limit, self._timeout_ms]
         if reason:
             args.append(reason)
-        return faces.script("semaphore_acquire", self._acquire_keys, args, then=bool)
-
-    def _now(self) -> tuple[int, ...]:
-        return ()
+        return args
 
     def ticket(self, holder_id: str) -> int | None:
         """Return the permit's ticket (its acquisition number), None once released or swept."""
