@@ -157,9 +157,6 @@ class Semaphore:
         self._refresh_keys = permits
         self._release_keys = [*permits, self._keys["wake"]]
         self._client, self._aclient = faces.clients(client)
-        # When this semaphore next notes its name in the registry (monotonic seconds): until
-        # then a successful acquire skips the registry's own per-process check too.
-        self._note_due = 0.0
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, limit={self.limit}, timeout={self.timeout})"
@@ -169,22 +166,22 @@ class Semaphore:
 
         ``wait`` is seconds (0: one try); ``reason`` is a short text shown by ``holders``.
         """
-        return faces.run(self._acquire(wait, reason), self._client)
+        return faces.run(self._acquire(wait, reason, self._client), self._client)
 
     async def aacquire(self, *, wait: float = 0.0, reason: str = "") -> str | None:
         """The async twin of ``acquire`` (its waits block only this coroutine)."""
-        return await faces.arun(self._acquire(wait, reason), self._aclient)
+        return await faces.arun(self._acquire(wait, reason, self._aclient), self._aclient)
 
-    def _acquire(self, wait: float, reason: str) -> faces.Core[str | None]:
+    def _acquire(self, wait: float, reason: str, client: Any) -> faces.Core[str | None]:
         # The common call (no wait, no reason) skips the checks' calls.
         if wait != 0 or type(wait) is not float:
             wait = check_seconds(wait, "wait", allow_zero=True, maximum=MAX_TIMEOUT, whole_ms=False)
         if reason != "":
             reason = _check_reason(reason)
         holder_id = os.urandom(16).hex()  # 128 random bits, as 32 hex digits
-        if wait or time.monotonic() >= self._note_due:
+        if wait or client is None or not registry.recently_noted(client, COMPONENT, self.name):
             return self._acquiring(holder_id, wait, reason)
-        # One try, and the name noted lately: the script alone.
+        # One try, and the name noted lately on this client: the script alone.
         return faces.script(
             "semaphore_acquire",
             self._acquire_keys,
@@ -198,9 +195,7 @@ class Semaphore:
         while True:
             args = self._acquire_args(holder_id, reason)
             if (yield faces.script("semaphore_acquire", self._acquire_keys, args)):
-                if time.monotonic() >= self._note_due:
-                    yield from registry.noting(COMPONENT, self.name)  # once it exists
-                    self._note_due = time.monotonic() + registry.NOTE_INTERVAL
+                yield from registry.noting(COMPONENT, self.name)  # once it exists
                 return holder_id
             remaining = deadline - self._clock()
             if remaining <= 0:
