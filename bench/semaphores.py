@@ -188,13 +188,13 @@ def scripts_pair(conn):
 
     def acquire() -> str | None:
         identifier = os.urandom(16).hex()
-        args = [identifier, LIMIT, timeout, "", ""]
+        args = [identifier, LIMIT, timeout]  # as FairSemaphore sends them: no reason
         if conn.execute_command("EVALSHA", acquire_sha, len(acquire_keys), *acquire_keys, *args):
             return identifier
         return None
 
     def release(identifier: str) -> None:
-        args = [identifier, LIMIT, timeout, ""]
+        args = [identifier, LIMIT, timeout]
         conn.execute_command("EVALSHA", release_sha, len(release_keys), *release_keys, *args)
 
     return acquire, release

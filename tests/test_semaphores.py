@@ -106,9 +106,9 @@ def test_keys_share_one_slot_and_expire_when_abandoned(redis_client):
     sem = FairSemaphore("reports", 2, timeout=5)
     holder_id = sem.acquire()
     sem.release(sem.acquire())
-    roles = ("holders", "info", "owners", "counter", "wake")
+    roles = ("holders", "info", "counter", "wake")
     assert len({keys.slot_of(key("reports", role)) for role in roles}) == 1
-    for role in ("holders", "info", "owners", "wake"):
+    for role in ("holders", "info", "wake"):
         assert 0 < redis_client.pttl(key("reports", role)) <= 5000
     # Tickets must only grow, so the counter is the one key kept.
     assert redis_client.pttl(key("reports", "counter")) == -1

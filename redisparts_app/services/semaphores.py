@@ -10,31 +10,33 @@ Two kinds, with the same interface (``acquire``, ``refresh``, ``release``, ``hol
   clocks of every host: a host whose clock runs ahead by more than the remaining life of
   another holder's permit sees that permit as expired and takes its slot.
 * ``FairSemaphore``: the same set stamped with the server's clock (TIME, read inside the
-  Lua script), plus a counter and an owner set that give each permit a ticket, strictly
-  increasing per name. No client clock is trusted, so clock differences between hosts change
-  nothing; its ``clock`` only measures how long ``acquire`` has waited.
+  Lua script), plus a counter that gives each permit a ticket, strictly increasing per
+  name. No client clock is trusted, so clock differences between hosts change nothing; its
+  ``clock`` only measures how long ``acquire`` has waited.
 
 Keys, all with the hash tag ``{name}`` (one Cluster slot)::
 
     <prefix>:semaphore:{name}:holders   zset, holder id -> deadline (ms)
-    <prefix>:semaphore:{name}:info      hash, holder id -> JSON {"acquired_ms", "reason"};
-                                        "limit" -> limit of the last acquire (metrics)
-    <prefix>:semaphore:{name}:owners    zset, holder id -> ticket (fair only)
+    <prefix>:semaphore:{name}:info      hash, holder id -> JSON {"acquired_ms", "ticket"
+                                        (fair only), "reason"}; "limit" -> limit of the
+                                        last acquire (metrics)
     <prefix>:semaphore:{name}:counter   last ticket handed out (fair only; no TTL)
     <prefix>:semaphore:{name}:wake      list, one token per freed slot (waiters BLPOP it)
 
 Units: ``timeout`` and ``wait`` are seconds (floats); Redis stores milliseconds. Every write
-extends the TTL of holders, info and owners to at least its permit's timeout, so an
-abandoned semaphore leaves only its counter behind. All callers of one name should use the
-same kind and limit: each call enforces the limit it is given.
+extends the TTL of holders and info to at least its permit's timeout (both together, only
+when the permit outlives them), so an abandoned semaphore leaves only its counter behind.
+All callers of one name should use the same kind and limit: each call enforces the limit it
+is given.
 
 Closing the acquire race. The book's versions check the holder count and add the holder
 in separate steps (ZADD then ZRANK on client timestamps read before the MULTI; or INCR,
 then ZADD, then ZRANK) and so let extra holders in: measured on this machine with
 bench/semaphores.py (8 processes, limit 3, 4 s, two runs), the basic version let 5
 holders in at once and the fair version 7. The book closes the race with a short lock
-around acquire; here each operation is one Lua script instead: expiry, count and insert
-run atomically on the server, so there is no window at all, one round trip instead of the
+around acquire; here each operation is one Lua script instead: count and insert run
+atomically on the server (a full set is first swept of its expired permits, so expired ones
+never outnumber the limit), so there is no window at all, one round trip instead of the
 lock's three or more, no lock key left behind when a client dies holding it, and no
 acquire that fails only because the lock stayed busy for its 10 ms. In the same runs both
 kinds here, and the book's locked version, never went above 3.
@@ -99,7 +101,7 @@ MAX_REASON_LENGTH = 200
 MIN_BACKOFF = 0.01
 MAX_BACKOFF = 0.2
 
-_ROLES = ("holders", "info", "owners", "counter", "wake")
+_ROLES = ("holders", "info", "counter", "wake")
 # How long the wake token of a force-released permit waits for a waiter, in ms.
 _FORCE_RELEASE_WAKE_MS = 10_000
 
@@ -150,11 +152,10 @@ class Semaphore:
         self._clock = clock
         self._keys = {role: keys.make_key(COMPONENT, self.name, role) for role in _ROLES}
         # The KEYS of each script, built once: acquire and release run on hot paths.
-        zsets = [self._keys["holders"], self._keys["info"]]
-        owners = [self._keys["owners"]] if self._fair else []
-        self._acquire_keys = [*zsets, *owners, self._keys["counter"]] if self._fair else zsets
-        self._refresh_keys = [*zsets, *owners]
-        self._release_keys = [*zsets, self._keys["wake"], *owners]
+        permits = [self._keys["holders"], self._keys["info"]]
+        self._acquire_keys = [*permits, self._keys["counter"]] if self._fair else permits
+        self._refresh_keys = permits
+        self._release_keys = [*permits, self._keys["wake"]]
         self._client, self._aclient = faces.clients(client)
 
     def __repr__(self) -> str:
@@ -165,20 +166,35 @@ class Semaphore:
 
         ``wait`` is seconds (0: one try); ``reason`` is a short text shown by ``holders``.
         """
-        return faces.run(self._acquire(wait, reason), self._client)
+        return faces.run(self._acquire(wait, reason, self._client), self._client)
 
     async def aacquire(self, *, wait: float = 0.0, reason: str = "") -> str | None:
         """The async twin of ``acquire`` (its waits block only this coroutine)."""
-        return await faces.arun(self._acquire(wait, reason), self._aclient)
+        return await faces.arun(self._acquire(wait, reason, self._aclient), self._aclient)
 
-    def _acquire(self, wait: float, reason: str) -> faces.Steps[str | None]:
-        wait = check_seconds(wait, "wait", allow_zero=True, maximum=MAX_TIMEOUT, whole_ms=False)
-        reason = _check_reason(reason)
+    def _acquire(self, wait: float, reason: str, client: Any) -> faces.Core[str | None]:
+        # The common call (no wait, no reason) skips the checks' calls.
+        if wait != 0 or type(wait) is not float:
+            wait = check_seconds(wait, "wait", allow_zero=True, maximum=MAX_TIMEOUT, whole_ms=False)
+        if reason != "":
+            reason = _check_reason(reason)
         holder_id = os.urandom(16).hex()  # 128 random bits, as 32 hex digits
+        if wait or client is None or not registry.recently_noted(client, COMPONENT, self.name):
+            return self._acquiring(holder_id, wait, reason)
+        # One try, and the name noted lately on this client: the script alone.
+        return faces.script(
+            "semaphore_acquire",
+            self._acquire_keys,
+            self._acquire_args(holder_id, reason),
+            then=lambda ticket: holder_id if ticket else None,
+        )
+
+    def _acquiring(self, holder_id: str, wait: float, reason: str) -> faces.Steps[str | None]:
         deadline = self._clock() + wait
         backoff = MIN_BACKOFF
         while True:
-            if (yield self._try_acquire(holder_id, reason)):
+            args = self._acquire_args(holder_id, reason)
+            if (yield faces.script("semaphore_acquire", self._acquire_keys, args)):
                 yield from registry.noting(COMPONENT, self.name)  # once it exists
                 return holder_id
             remaining = deadline - self._clock()
@@ -202,8 +218,9 @@ class Semaphore:
         return await faces.arun(self._refresh(holder_id), self._aclient)
 
     def _refresh(self, holder_id: str) -> faces.Op:
-        holder_id = _check_holder_id(holder_id)
-        args = [holder_id, self._timeout_ms, self._now_arg()]
+        args = [_check_holder_id(holder_id), self._timeout_ms]
+        if not self._fair:
+            args.append(self._now_ms())
         return faces.script("semaphore_refresh", self._refresh_keys, args, then=bool)
 
     def release(self, holder_id: str) -> bool:
@@ -215,8 +232,9 @@ class Semaphore:
         return await faces.arun(self._release(holder_id), self._aclient)
 
     def _release(self, holder_id: str) -> faces.Op:
-        holder_id = _check_holder_id(holder_id)
-        args = [holder_id, self.limit, self._timeout_ms, self._now_arg()]
+        args = [_check_holder_id(holder_id), self.limit, self._timeout_ms]
+        if not self._fair:
+            args.append(self._now_ms())
         return faces.script("semaphore_release", self._release_keys, args, then=bool)
 
     @contextmanager
@@ -270,13 +288,12 @@ class Semaphore:
     def _holders(self) -> faces.Op:
         return _holders(self.name, None if self._fair else self._clock)
 
-    def _try_acquire(self, holder_id: str, reason: str) -> faces.Op:
-        args = [holder_id, self.limit, self._timeout_ms, reason, self._now_arg()]
-        return faces.script("semaphore_acquire", self._acquire_keys, args, then=bool)
+    def _acquire_args(self, holder_id: str, reason: str) -> list[Any]:
+        return [holder_id, self.limit, self._timeout_ms, reason, self._now_ms()]
 
-    def _now_arg(self) -> int | str:
-        # Empty: the scripts read the server's clock (TIME) instead.
-        return "" if self._fair else round(self._clock() * 1000)
+    def _now_ms(self) -> int:
+        # The scripts' last argument for the basic kind: now, ms on the caller's clock.
+        return round(self._clock() * 1000)
 
 
 class FairSemaphore(Semaphore):
@@ -286,6 +303,13 @@ class FairSemaphore(Semaphore):
     """
 
     _fair = True
+
+    def _acquire_args(self, holder_id: str, reason: str) -> list[Any]:
+        # No clock argument: the script reads the server's (TIME); no reason, no argument.
+        args = [holder_id, self.limit, self._timeout_ms]
+        if reason:
+            args.append(reason)
+        return args
 
     def ticket(self, holder_id: str) -> int | None:
         """Return the permit's ticket (its acquisition number), None once released or swept."""
@@ -298,10 +322,10 @@ class FairSemaphore(Semaphore):
     def _ticket(self, holder_id: str) -> faces.Op:
         holder_id = _check_holder_id(holder_id)
         return faces.command(
-            "zscore",
-            self._keys["owners"],
+            "hget",
+            self._keys["info"],
             holder_id,
-            then=lambda score: None if score is None else int(score),
+            then=lambda record: None if record is None else json.loads(record).get("ticket"),
         )
 
 
@@ -327,18 +351,17 @@ async def aholders(
 def _holders(name: str, clock: Callable[[], float] | None) -> faces.Op:
     name = keys.validate_key_part(name, "semaphore name")
     names = {role: keys.make_key(COMPONENT, name, role) for role in _ROLES}
-    holder_keys = [names["holders"], names["info"], names["owners"]]
+    holder_keys = [names["holders"], names["info"]]
     return faces.script(
         "semaphore_holders", holder_keys, [], then=lambda reply: _live(reply, clock)
     )
 
 
 def _live(reply: list[Any], clock: Callable[[], float] | None) -> list[Holder]:
-    server_ms, deadlines, info, owners = reply
-    now_ms = clock() * 1000 if clock is not None else server_ms
+    server_ms, deadlines, info = reply
+    now_ms = clock() * 1000 if clock is not None else int(server_ms)
     deadlines = [(deadlines[i], float(deadlines[i + 1])) for i in range(0, len(deadlines), 2)]
     info = dict(zip(info[::2], info[1::2], strict=True))
-    tickets = {owners[i]: int(float(owners[i + 1])) for i in range(0, len(owners), 2)}
     found = []
     for member, deadline in deadlines:
         if deadline <= now_ms:
@@ -351,7 +374,7 @@ def _live(reply: list[Any], clock: Callable[[], float] | None) -> list[Holder]:
                 age=max(0.0, (now_ms - acquired_ms) / 1000),
                 expires_in=(deadline - now_ms) / 1000,
                 reason=details.get("reason", ""),
-                ticket=tickets.get(member),
+                ticket=details.get("ticket"),
             )
         )
     found.sort(key=lambda holder: (-holder.age, holder.ticket or 0))
@@ -373,8 +396,8 @@ def force_release(name: str, holder_id: str, *, client: Client | None = None) ->
     script = lua.script(client, "semaphore_release")
     released = bool(
         script(
-            keys=[names["holders"], names["info"], names["wake"], names["owners"]],
-            args=[holder_id, limit_arg, _FORCE_RELEASE_WAKE_MS, ""],
+            keys=[names["holders"], names["info"], names["wake"]],
+            args=[holder_id, limit_arg, _FORCE_RELEASE_WAKE_MS],  # judged on the server's clock
         )
     )
     if released:
