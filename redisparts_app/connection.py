@@ -75,6 +75,7 @@ __all__ = [
     "is_async_client",
     "is_cluster",
     "is_pipeline",
+    "is_pipeline_class",
     "on_slot",
     "reset_clients",
     "resolve_async_client",
@@ -588,11 +589,12 @@ def socket_timeout(client: Any) -> float | None:
 def is_pipeline(client: Any) -> bool:
     """Whether ``client`` is a pipeline (plain or cluster): it queues commands until execute()."""
     kind: type = type(client)
-    return _is_pipeline_class(kind)
+    return is_pipeline_class(kind)
 
 
 @functools.cache
-def _is_pipeline_class(kind: type) -> bool:
+def is_pipeline_class(kind: type) -> bool:
+    """Whether instances of ``kind`` are pipelines (``is_pipeline`` of its instances)."""
     # Cached per class: an isinstance check against redis-py's classes goes through a
     # typing Protocol and costs about a microsecond, on paths that run per command.
     return issubclass(kind, Pipeline | ClusterPipeline)

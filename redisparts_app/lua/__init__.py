@@ -22,7 +22,7 @@ from typing import Any
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
-from ..connection import Client, is_pipeline
+from ..connection import Client, is_pipeline, is_pipeline_class
 
 __all__ = ["LuaScript", "call", "script", "sha", "source"]
 
@@ -94,7 +94,8 @@ def call(client: Client, name: str, keys: Sequence[Any], args: Sequence[Any]) ->
     script object on a client: EVALSHA straight away, and only after a NOSCRIPT the
     object, which loads the script and sends it again.
     """
-    if not is_pipeline(client):
+    kind: type = type(client)
+    if not is_pipeline_class(kind):  # not is_pipeline(): one call less per script
         try:
             return client.execute_command("EVALSHA", sha(name), len(keys), *keys, *args)
         except NoScriptError:

@@ -363,9 +363,8 @@ class Lock:
         on to the core's wait (``Lease._wait``), as ``Lease._acquire`` does."""
         client = self.client
         lease = self._new_lease()
-        deadline = lease.clock() + wait
-        reply: tuple[bool, int | None] = faces.run(lease._attempt(), client)
-        acquired, holder_pttl = reply
+        acquired, holder_pttl = lease._attempt_now()
+        deadline = lease._sent + wait
         if not acquired and not faces.run(lease._wait(deadline, holder_pttl), client):
             self._unused = lease
             raise LockTimeout(self.name, wait)
@@ -376,7 +375,7 @@ class Lock:
     def _give_back(self, exc_type: type[BaseException] | None) -> None:
         """The sync face of ``_release``: the release as one operation."""
         lease = self._lease
-        if lease is None or not faces.run(lease._release(), self.client):
+        if lease is None or not lease._release_now():
             self._lost_at_release(exc_type)
 
     def __enter__(self) -> Lock:
