@@ -170,6 +170,19 @@ def test_a_name_matching_on_two_words_is_listed_once(method, face):
 
 
 @pytest.mark.parametrize("method", METHODS)
+def test_a_name_whose_folded_form_gains_a_word_is_listed_once(method, face):
+    raw = AddressBook("knights", method=method)
+    book = face(raw)
+    # NFKD turns the diaeresis "¨" into a space and a combining mark: "bo¨bo" folds to
+    # "bo bo", two word starts for "bo" though the name as written has no space.
+    raw.join_many(["Bo¨bo", "Bob"])
+    assert fold("Bo¨bo") == "bo bo"
+    assert book.complete("bo") == ["Bo¨bo", "Bob"]
+    assert book.complete("BO", limit=2) == ["Bo¨bo", "Bob"]
+    assert book.complete("b", limit=1) == ["Bo¨bo"]
+
+
+@pytest.mark.parametrize("method", METHODS)
 def test_duplicates_and_residue_beyond_one_page_are_skipped(method, redis_client, face):
     raw = AddressBook("knights", method=method)
     book = face(raw)
@@ -520,6 +533,25 @@ def test_bad_prefixes_are_refused(prefix):
             AddressBook("knights", method=method, client=DEAD).complete(prefix)
     with pytest.raises(InvalidArgument):
         RecentContacts("ann", client=DEAD).complete(prefix)
+
+
+def test_prefixes_are_checked_again_once_the_settings_change(face):
+    book = face(AddressBook("knights"))
+    book.join("Abcdef")
+    assert book.complete("abcdef") == ["Abcdef"]
+    shorter = override_settings(REDISPARTS={"AUTOCOMPLETE_NAME_MAX_LENGTH": 5})
+    with shorter, pytest.raises(InvalidArgument, match="invalid prefix"):
+        book.complete("abcdef")
+    assert book.complete("abcdef") == ["Abcdef"]
+
+
+def test_the_cache_of_prefixes_stays_bounded(monkeypatch, face):
+    monkeypatch.setattr(autocomplete, "_QUERIES_MAX", 3)
+    book = face(AddressBook("knights"))
+    book.join("Abcdef")
+    for prefix in ["a", "ab", "ABC", "abcd", "Abcde", "a", "ab"]:
+        assert book.complete(prefix) == ["Abcdef"]
+        assert len(autocomplete._queries) <= 3
 
 
 @pytest.mark.parametrize("limit", [0, -1, 1001, "3", 2.5, True])

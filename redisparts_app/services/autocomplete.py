@@ -59,6 +59,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from redis.exceptions import WatchError
 
 from .. import faces, keys, lua
@@ -160,6 +162,40 @@ def validate_prefix(value: object) -> str:
     ):
         return value.lower().lstrip(" ")  # what the checks and fold() give printable ASCII
     return fold(_checked_text(value, "prefix")).lstrip(" ")
+
+
+# Prefixes looked up lately and what a lookup needs of them (``_query``). Checking and
+# folding a prefix is a good part of the Python a lookup costs, and users type the same
+# few short prefixes over and over. Bounded like the locks' name cache, and emptied when
+# the settings change (the length check reads them).
+_queries: dict[str, tuple[bytes, bytes, bytes, str]] = {}
+_QUERIES_MAX = 4096
+
+
+def _query(prefix: object) -> tuple[bytes, bytes, bytes, str]:
+    """Return the query of ``prefix`` (``validate_prefix``) as UTF-8, the bounds of a
+    ZRANGEBYLEX over the entries starting with it (``[query``, ``(query\\xff``), and the
+    query after a space (``_distinct_names``)."""
+    if type(prefix) is not str:
+        return _fold_query(prefix)  # raises
+    found = _queries.get(prefix)
+    if found is None:
+        if len(_queries) >= _QUERIES_MAX:
+            _queries.clear()
+        found = _queries[prefix] = _fold_query(prefix)
+    return found
+
+
+def _fold_query(prefix: object) -> tuple[bytes, bytes, bytes, str]:
+    folded = validate_prefix(prefix)
+    query = folded.encode()
+    return query, b"[" + query, b"(" + query + _AFTER_ANY_UTF8, " " + folded
+
+
+@receiver(setting_changed)
+def _forget_queries(*, setting: str, **kwargs: Any) -> None:
+    if setting == "REDISPARTS":
+        _queries.clear()
 
 
 def validate_limit(value: object, default: int) -> int:
@@ -427,7 +463,26 @@ class AddressBook:
         method, called once its sentinels are in place and after each attempt's
         watched reads.
         """
-        return faces.run(self._complete(prefix, limit, on_sentinels, on_watched), self.client)
+        if self.method != "lex":
+            return faces.run(self._complete(prefix, limit, on_sentinels, on_watched), self.client)
+        # The lex method's sync face without stepping a core, its common case inline (a
+        # prefix looked up before, the default or an int limit in range): what the core
+        # (``_complete_lex``) does, as direct calls.
+        found = _queries.get(prefix) if type(prefix) is str else None
+        query, low, high, spaced = found or _query(prefix)
+        count = app_settings.AUTOCOMPLETE_LIMIT if limit is None else limit
+        if type(count) is not int or not 0 < count <= _MAX_LIMIT:
+            count = validate_limit(limit, app_settings.AUTOCOMPLETE_LIMIT)
+        client, key = self.client, self.index_key
+        # What client.zrangebylex(key, low, high, 0, count) sends (its body in redis-py 5
+        # to 8), without its frame and argument checks: some 3% of a lookup.
+        members = client.execute_command(
+            "ZRANGEBYLEX", key, low, high, b"LIMIT", 0, count, keys=[key]
+        )
+        names = _distinct_names(members, count, spaced)
+        if len(names) == count or len(members) < count:
+            return names
+        return faces.run(self._lex_script(query, count), client)
 
     async def acomplete(
         self,
@@ -449,29 +504,33 @@ class AddressBook:
         on_watched: Callable[[int], None] | None,
     ) -> faces.Steps[list[str]]:
         # The core of the method, returned rather than delegated to: one generator per lookup.
-        query = validate_prefix(prefix).encode()
+        query, low, high, spaced = _query(prefix)
         count = validate_limit(limit, app_settings.AUTOCOMPLETE_LIMIT)
         if self.method == "lex":
-            return self._complete_lex(query, count)
-        return self._complete_book(query, count, on_sentinels, on_watched)
+            return self._complete_lex(query, low, high, spaced, count)
+        return self._complete_book(query, spaced, count, on_sentinels, on_watched)
 
-    def _complete_lex(self, query: bytes, limit: int) -> faces.Steps[list[str]]:
+    def _complete_lex(
+        self, query: bytes, low: bytes, high: bytes, spaced: str, limit: int
+    ) -> faces.Steps[list[str]]:
         # One plain ZRANGEBYLEX of ``limit`` entries answers almost every lookup, and
         # a script call costs the server several times more. Only a page short of
         # distinct names (a name matching on several words, sentinels) goes to the
         # script, which reads on in one snapshot: the answer comes from one read.
-        members = yield faces.command(
-            "zrangebylex", self.index_key, b"[" + query, b"(" + query + _AFTER_ANY_UTF8, 0, limit
-        )
-        names = _distinct_names(members, limit)
+        members = yield faces.command("zrangebylex", self.index_key, low, high, 0, limit)
+        names = _distinct_names(members, limit, spaced)
         if len(names) == limit or len(members) < limit:
             return names
+        return (yield self._lex_script(query, limit))
+
+    def _lex_script(self, query: bytes, limit: int) -> faces.Op:
         args = [query, limit, _page(limit)]
-        return (yield faces.script("autocomplete_lex", [self.index_key], args, then=_decode))
+        return faces.script("autocomplete_lex", [self.index_key], args, then=_decode)
 
     def _complete_book(
         self,
         query: bytes,
+        spaced: str,
         limit: int,
         on_sentinels: Callable[[], None] | None,
         on_watched: Callable[[int], None] | None,
@@ -531,7 +590,7 @@ class AddressBook:
                 if replies is None:
                     continue
                 take, between = taking
-                names = _distinct_names(replies[1] if take else [], limit)
+                names = _distinct_names(replies[1] if take else [], limit, spaced)
                 if len(names) == limit or take == between:
                     return names
                 # Duplicates or other lookups' sentinels filled the page: read more.
@@ -565,20 +624,26 @@ class AddressBook:
         return [member.encode(), *(start.encode() for start in word_starts(fold(member)))]
 
 
-def _distinct_names(members: list[bytes], limit: int) -> list[str]:
-    """Return the first ``limit`` distinct names of index entries, skipping sentinels."""
+def _distinct_names(members: list[bytes], limit: int, spaced: str) -> list[str]:
+    """Return the first ``limit`` distinct names of index entries, skipping sentinels.
+
+    The entries start with a query; ``spaced`` is a space and that query (folded).
+    """
     # Each entry holds one NUL and no name starts or ends with one, so without sentinels
     # (another lookup's, or a killed one's) the names are every second part of the
     # entries joined by NUL, decoded at once. A sentinel's two NULs add a part, and an
     # end sentinel's 0xFF is no UTF-8.
     try:
-        parts = b"\x00".join(members).decode().split("\x00")
+        text = b"\x00".join(members).decode()
     except UnicodeDecodeError:
-        parts = []
+        text = ""
+    parts = text.split("\x00")
     if len(parts) == 2 * len(members):
         names = parts[1::2]
-        if len(set(names)) == len(names):
-            return names[:limit]
+        # A name listed twice matches at two word starts, the second after a space: the
+        # entry of the first holds a space and the query. Without one, no set is needed.
+        if spaced not in text or len(set(names)) == len(names):
+            return names if len(names) <= limit else names[:limit]
         return list(dict.fromkeys(names))[:limit]  # keeps first places
     # A sentinel leaves "\0<token>" after its first NUL, and no name starts with NUL.
     found = dict.fromkeys([m.partition(b"\x00")[2] for m in members])
