@@ -192,12 +192,15 @@ def test_a_circular_argument_is_refused():
 def test_names_checked_before_are_checked_again_under_new_settings(redis_client):
     queue = TaskQueue()
     queue.enqueue("tests.record", args=["x"], queue="long-queue-name")
+    assert TaskQueue("long-group-name").group == "long-group-name"
     shorter = {**settings.REDISPARTS, "MAX_KEY_PART_LENGTH": 11}
     with override_settings(REDISPARTS=shorter):
         with pytest.raises(InvalidKeyPart, match="task name"):
             queue.enqueue("tests.record", args=["x"], queue="long-queue-name")
         with pytest.raises(InvalidKeyPart, match="queue"):
             queue.enqueue("tests.x", args=["x"], queue="long-queue-name")
+        with pytest.raises(InvalidKeyPart, match="queue group"):
+            TaskQueue("long-group-name")
     with override_settings(REDISPARTS={**settings.REDISPARTS, "KEY_PREFIX": "other"}):
         task_id = queue.enqueue("tests.record", args=["x"], queue="long-queue-name")
         assert redis_client.hexists(queue.key("tasks"), task_id)

@@ -245,10 +245,24 @@ def _named(prefix: str, group: str, name: Any, queue: Any) -> tuple[str, str, tu
     return found
 
 
+# Group names checked, as ``_names`` (a Task builds its TaskQueue per enqueue).
+_groups: dict[str, str] = {}
+
+
+def _valid_group(group: Any) -> str:
+    valid = validate_key_part(group, "queue group")
+    if type(group) is str:
+        if len(_groups) >= _NAMES_MAX:
+            _groups.clear()
+        _groups[group] = valid
+    return valid
+
+
 @receiver(setting_changed)
 def _forget_names(*, setting: str, **kwargs: Any) -> None:
     if setting == "REDISPARTS":
         _names.clear()
+        _groups.clear()
 
 
 def _sync_store() -> tuple[Any, Any]:
@@ -327,9 +341,9 @@ class TaskQueue:
     """
 
     def __init__(self, group: str | None = None, *, client: Any = None) -> None:
-        self.group = validate_key_part(
-            group if group is not None else app_settings.QUEUE_GROUP, "queue group"
-        )
+        group = app_settings.QUEUE_GROUP if group is None else group
+        valid = _groups.get(group) if type(group) is str else None
+        self.group = valid if valid is not None else _valid_group(group)
         self.client, self.aclient = faces.clients(client)
 
     # -- keys -------------------------------------------------------------------
