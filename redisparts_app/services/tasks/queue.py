@@ -267,11 +267,11 @@ def _forget_names(*, setting: str, **kwargs: Any) -> None:
 
 def _sync_store() -> tuple[Any, Any]:
     """Django's Local of database connections and its store for sync threads, or (None,
-    None) if Django keeps them otherwise than it has since 3.0: ``connections`` holds them
-    in an asgiref Local that is thread-critical, whose store in a thread with no running
-    event loop is one threading.local holding each alias's connection as an attribute
-    (what ``connections[alias]`` reads there, and ``connections[alias] = ...`` writes, as
-    tests and LiveServerThread's shared connections do). Checked here as it behaves."""
+    None) if they are kept otherwise: ``connections`` holds them in a thread-critical
+    asgiref Local, whose store in a thread with no running event loop is one
+    threading.local holding each alias's connection as an attribute (what
+    ``connections[alias]`` reads there, and ``connections[alias] = ...`` writes, as tests
+    and LiveServerThread's shared connections do). Checked here as it behaves."""
     try:
         local = connections._connections  # type: ignore[attr-defined]
         store = local._storage
@@ -497,7 +497,7 @@ class TaskQueue:
         else:
             delay = max(0.0, validate_seconds(delay, "delay", allow_negative=True))
         if max_retries is None:
-            max_retries = int(settings.QUEUE_MAX_RETRIES)
+            max_retries = default_max_retries()
         if type(max_retries) is not int or max_retries < 0:
             check_count(max_retries, "max_retries")
         dedup = None
