@@ -19,16 +19,21 @@ Times passed in are seconds; scripts use the Redis server's clock (TIME), so
 hosts with skewed clocks agree on due times and lease deadlines.
 """
 
+import asyncio
 import json
 import math
 import os
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
+from json.encoder import encode_basestring_ascii
 from typing import Any, NamedTuple
 
-from django.db import transaction
+from django.core.signals import setting_changed
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.dispatch import receiver
 
 from ... import faces, lua
 from ...conf import app_settings
@@ -123,6 +128,19 @@ def validate_seconds(
 
 # One encoder for task arguments (json.dumps with options builds a new one per call).
 _ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+# The C encoder _ENCODER runs, built once, without the circular-reference check: for
+# arguments that are scalars only (no container, so nothing to refer back to), where
+# building an encoder per call, with its own set of containers seen, is most of the cost.
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_encode_scalars = (
+    None
+    if _c_make_encoder is None
+    else _c_make_encoder(
+        None, _ENCODER.default, encode_basestring_ascii, None, ":", ",", False, False, False
+    )
+)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_STR = frozenset({str})
 
 
 def encode_arguments(args: Any, kwargs: Any) -> str:
@@ -130,17 +148,29 @@ def encode_arguments(args: Any, kwargs: Any) -> str:
 
     Return ``"args":[...],"kwargs":{...}``, the JSON members of a task record.
     """
-    if type(args) not in (list, tuple):
-        if isinstance(args, str | bytes | dict) or not isinstance(args, Sequence):
-            raise InvalidTask(f"args must be a list or tuple, got {type(args).__name__}")
-        args = list(args)
-    kwargs = {} if kwargs is None else kwargs
-    if not isinstance(kwargs, dict) or (kwargs and not all(isinstance(k, str) for k in kwargs)):
-        raise InvalidTask("kwargs must be a dict with string keys")
-    try:
-        members = _ENCODER.encode({"args": args, "kwargs": kwargs})[1:-1]
-    except (TypeError, ValueError) as exc:
-        raise InvalidTask(f"task arguments must be JSON-serialisable: {exc}") from exc
+    kind = type(args)
+    if (
+        (kind is tuple or kind is list)
+        and _encode_scalars is not None
+        and _SCALARS.issuperset(map(type, args))
+        and (
+            kwargs is None
+            or (
+                type(kwargs) is dict
+                and _STR.issuperset(map(type, kwargs))
+                and _SCALARS.issuperset(map(type, kwargs.values()))
+            )
+        )
+    ):
+        # The same text as the general case below, in one C call per container.
+        try:
+            encoded_args = "".join(_encode_scalars(args, 0)) if args else "[]"
+            encoded_kwargs = "".join(_encode_scalars(kwargs, 0)) if kwargs else "{}"
+        except ValueError as exc:  # a NaN or an infinity
+            raise InvalidTask(f"task arguments must be JSON-serialisable: {exc}") from exc
+        members = f'"args":{encoded_args},"kwargs":{encoded_kwargs}'
+    else:
+        members = _encode_any(args, kwargs)
     limit = int(app_settings.QUEUE_MAX_ARGS_BYTES)
     # Measured as [args,kwargs] (the JSON is ASCII: characters are bytes).
     size = len(members) - len('"args":,"kwargs":') + len("[,]")
@@ -150,6 +180,21 @@ def encode_arguments(args: Any, kwargs: Any) -> str:
             f"limit of {limit} (REDISPARTS['QUEUE_MAX_ARGS_BYTES'])"
         )
     return members
+
+
+def _encode_any(args: Any, kwargs: Any) -> str:
+    """``encode_arguments`` of any arguments, before the size check."""
+    if type(args) not in (list, tuple):
+        if isinstance(args, str | bytes | dict) or not isinstance(args, Sequence):
+            raise InvalidTask(f"args must be a list or tuple, got {type(args).__name__}")
+        args = list(args)
+    kwargs = {} if kwargs is None else kwargs
+    if not isinstance(kwargs, dict) or (kwargs and not all(isinstance(k, str) for k in kwargs)):
+        raise InvalidTask("kwargs must be a dict with string keys")
+    try:
+        return _ENCODER.encode({"args": args, "kwargs": kwargs})[1:-1]
+    except (TypeError, ValueError) as exc:
+        raise InvalidTask(f"task arguments must be JSON-serialisable: {exc}") from exc
 
 
 # Keys built once per process; cached by the KEY_PREFIX in force too, so a changed
@@ -175,6 +220,94 @@ def _claim_keys(prefix: str, group: str, queues: tuple[str, ...]) -> tuple[str, 
     return tuple(keys)
 
 
+# Task and queue names in use, per key prefix and group: the queue name checked, the
+# record's text from the name to "max_retries", and the enqueue script's keys. An
+# enqueue then checks its names in one lookup. Bounded like the registry's note cache,
+# and emptied when the settings change (the name checks depend on them).
+_names: dict[tuple[str, str, str, str], tuple[str, str, tuple[str, ...]]] = {}
+_NAMES_MAX = 4096
+
+
+def _named(prefix: str, group: str, name: Any, queue: Any) -> tuple[str, str, tuple[str, ...]]:
+    """Check a task name, then a queue name (InvalidKeyPart); return what ``_names`` holds."""
+    valid_name = validate_task_name(name)
+    valid_queue = validate_key_part(queue, "queue")
+    head = f'"name":{_json_string(valid_name)},"queue":{_json_string(valid_queue)},'
+    found = (
+        valid_queue,
+        f'{head}"retries":0,"max_retries":',
+        _enqueue_keys(prefix, group, valid_queue),
+    )
+    if type(name) is str and type(queue) is str:
+        if len(_names) >= _NAMES_MAX:
+            _names.clear()
+        _names[(prefix, group, name, queue)] = found
+    return found
+
+
+# Group names checked, as ``_names`` (a Task builds its TaskQueue per enqueue).
+_groups: dict[str, str] = {}
+
+
+def _valid_group(group: Any) -> str:
+    valid = validate_key_part(group, "queue group")
+    if type(group) is str:
+        if len(_groups) >= _NAMES_MAX:
+            _groups.clear()
+        _groups[group] = valid
+    return valid
+
+
+@receiver(setting_changed)
+def _forget_names(*, setting: str, **kwargs: Any) -> None:
+    if setting == "REDISPARTS":
+        _names.clear()
+        _groups.clear()
+
+
+def _sync_store() -> tuple[Any, Any]:
+    """Django's Local of database connections and its store for sync threads, or (None,
+    None) if they are kept otherwise: ``connections`` holds them in a thread-critical
+    asgiref Local, whose store in a thread with no running event loop is one
+    threading.local holding each alias's connection as an attribute (what
+    ``connections[alias]`` reads there, and ``connections[alias] = ...`` writes, as tests
+    and LiveServerThread's shared connections do). Checked here as it behaves."""
+    try:
+        local = connections._connections  # type: ignore[attr-defined]
+        store = local._storage
+        sync_store = local._get_storage() if asyncio._get_running_loop() is None else None
+    except AttributeError:
+        return None, None
+    if type(store) is threading.local and sync_store is store:
+        return local, store
+    return None, None
+
+
+_SYNC_STORE = _sync_store()
+
+
+def _in_atomic_block(using: str | None) -> bool:
+    """Whether the connection to database ``using`` (None: the default) of this thread,
+    or of this async context, is inside ``transaction.atomic()``.
+
+    ``transaction.get_connection(using).in_atomic_block``, its common case (a sync thread
+    that has its connection) read straight from the store ``_sync_store`` found: Django's
+    own lookup asks asyncio for a running loop by catching its RuntimeError, through two
+    Python layers, about a microsecond per enqueue. Code with a running loop, a thread
+    without its connection yet (made here, as Django does), and a Local replaced since
+    (a store of others' connections) take Django's lookup itself.
+    """
+    local, store = _SYNC_STORE
+    if (
+        connections._connections is local  # type: ignore[attr-defined]
+        and asyncio._get_running_loop() is None
+    ):
+        connection = getattr(store, DEFAULT_DB_ALIAS if using is None else using, None)
+        if connection is not None:
+            return connection.in_atomic_block
+    return transaction.get_connection(using).in_atomic_block
+
+
 class PreparedPush(NamedTuple):
     """An enqueue checked and built, ready to send on either face: the script's KEYS and
     ARGV, and (replicas, timeout in seconds) when the push waits for replicas."""
@@ -183,6 +316,10 @@ class PreparedPush(NamedTuple):
     keys: list[str]
     argv: list[Any]
     replicas: tuple[int, float] | None
+
+
+# PreparedPush(...) without the Python __new__ a NamedTuple has.
+_new_tuple = tuple.__new__
 
 
 # A name or key part as a JSON string (key parts may hold quotes or non-ASCII text).
@@ -204,9 +341,9 @@ class TaskQueue:
     """
 
     def __init__(self, group: str | None = None, *, client: Any = None) -> None:
-        self.group = validate_key_part(
-            group if group is not None else app_settings.QUEUE_GROUP, "queue group"
-        )
+        group = app_settings.QUEUE_GROUP if group is None else group
+        valid = _groups.get(group) if type(group) is str else None
+        self.group = valid if valid is not None else _valid_group(group)
         self.client, self.aclient = faces.clients(client)
 
     # -- keys -------------------------------------------------------------------
@@ -259,10 +396,14 @@ class TaskQueue:
         QUEUE_WAIT_TIMEOUT); fewer raise TaskNotReplicated, the task being stored on
         the master only.
         """
-        return self._enqueue(
+        prepared = self._prepare(
             name, args, kwargs, queue, delay, max_retries, dedup_key, dedup_ttl,
-            on_commit, using, task_id, wait_replicas, wait_timeout, kind="task", front=False,
+            task_id, wait_replicas, wait_timeout, kind="task", front=False,
         )  # fmt: skip
+        if on_commit and _in_atomic_block(using):
+            transaction.on_commit(partial(self._send, prepared), using=using)
+            return prepared.task_id
+        return self._send(prepared)
 
     async def aenqueue(
         self,
@@ -314,14 +455,10 @@ class TaskQueue:
             name, args, kwargs, queue, delay, max_retries, dedup_key, dedup_ttl,
             task_id, wait_replicas, wait_timeout, kind=kind, front=front,
         )  # fmt: skip
-
-        def push() -> str:
-            return faces.run(self._push(prepared), self.client)
-
-        if on_commit and transaction.get_connection(using).in_atomic_block:
-            transaction.on_commit(push, using=using)
+        if on_commit and _in_atomic_block(using):
+            transaction.on_commit(partial(self._send, prepared), using=using)
             return prepared.task_id
-        return push()
+        return self._send(prepared)
 
     def _prepare(
         self,
@@ -341,11 +478,28 @@ class TaskQueue:
         front: bool,
     ) -> "PreparedPush":
         """Check every argument of an enqueue and build its record and script call (both
-        faces): InvalidTask / InvalidKeyPart before anything is sent."""
-        name, queue, arguments = self._checked(name, args, kwargs, queue)
-        delay = max(0.0, validate_seconds(delay, "delay", allow_negative=True))
-        max_retries = default_max_retries() if max_retries is None else max_retries
-        check_count(max_retries, "max_retries")
+        faces): InvalidTask / InvalidKeyPart before anything is sent.
+
+        The common cases of the checks are inline (names checked before, a float or int
+        delay, int counts); anything else goes to the check that converts or raises."""
+        settings = app_settings
+        prefix = settings.KEY_PREFIX
+        named = (
+            _names.get((prefix, self.group, name, queue))
+            if type(name) is str and type(queue) is str
+            else None
+        )
+        queue, head, enqueue_keys = named or _named(prefix, self.group, name, queue)
+        arguments = encode_arguments(args, kwargs)
+        kind_of = type(delay)
+        if (kind_of is float or kind_of is int) and 0 <= delay < math.inf:
+            delay = float(delay)
+        else:
+            delay = max(0.0, validate_seconds(delay, "delay", allow_negative=True))
+        if max_retries is None:
+            max_retries = default_max_retries()
+        if type(max_retries) is not int or max_retries < 0:
+            check_count(max_retries, "max_retries")
         dedup = None
         if dedup_key is not None:
             dedup_key = validate_key_part(dedup_key, "de-duplication key")
@@ -353,15 +507,17 @@ class TaskQueue:
         ttl = 0.0  # the defaults from settings are checked at start-up (checks.py)
         if dedup is not None or dedup_ttl is not None:
             ttl = validate_seconds(
-                app_settings.QUEUE_DEDUP_TTL if dedup_ttl is None else dedup_ttl,
+                settings.QUEUE_DEDUP_TTL if dedup_ttl is None else dedup_ttl,
                 "dedup_ttl",
                 allow_zero=False,
             )
-        wait_replicas = app_settings.QUEUE_WAIT_REPLICAS if wait_replicas is None else wait_replicas
-        check_count(wait_replicas, "wait_replicas")
+        if wait_replicas is None:
+            wait_replicas = settings.QUEUE_WAIT_REPLICAS
+        if type(wait_replicas) is not int or wait_replicas < 0:
+            check_count(wait_replicas, "wait_replicas")
         if wait_replicas or wait_timeout is not None:
             wait_timeout = validate_seconds(
-                app_settings.QUEUE_WAIT_TIMEOUT if wait_timeout is None else wait_timeout,
+                settings.QUEUE_WAIT_TIMEOUT if wait_timeout is None else wait_timeout,
                 "wait_timeout",
                 allow_zero=False,
             )
@@ -380,19 +536,25 @@ class TaskQueue:
         ready_at = _json_time(now + int(delay * 1_000_000)) if delay else enqueued_at
         dedup_member = f',"dedup":{json.dumps(dedup_key)}' if dedup_key is not None else ""
         body = (
-            f'{{"id":{id_json},"name":{_json_string(name)},"queue":{_json_string(queue)},'
-            f'"retries":0,"max_retries":{max_retries},"enqueued_at":{enqueued_at},'
+            f'{{"id":{id_json},{head}{max_retries},"enqueued_at":{enqueued_at},'
             f'"ready_at":{ready_at},"kind":{_json_string(kind)}{dedup_member},{arguments}}}'
         )
-        keys = list(_enqueue_keys(app_settings.KEY_PREFIX, self.group, queue))
+        keys = list(enqueue_keys)
         if dedup is not None:
             keys.append(dedup)
-        argv = [task_id, body, queue, int(delay * 1000), max(1, int(ttl * 1000)), WAKE_CAP]
+        argv = [
+            task_id,
+            body,
+            queue,
+            int(delay * 1000) if delay else 0,
+            max(1, int(ttl * 1000)) if ttl else 1,
+            WAKE_CAP,
+        ]
         if front:
             argv.append(1)
         # The timeout was checked above whenever replicas are awaited.
         replicas = (wait_replicas, wait_timeout) if wait_replicas and wait_timeout else None
-        return PreparedPush(task_id, keys, argv, replicas)
+        return _new_tuple(PreparedPush, (task_id, keys, argv, replicas))
 
     def _push(self, prepared: "PreparedPush") -> faces.Steps[str]:
         """The core of a push: the enqueue script (with WAIT when replicas are awaited),
@@ -411,6 +573,18 @@ class TaskQueue:
             if acknowledged < replicas:
                 raise TaskNotReplicated(prepared.task_id, acknowledged, replicas, timeout)
         yield from registry.noting(COMPONENT, self.group)  # once the group exists
+        return holder.decode() if isinstance(holder, bytes) else str(holder)
+
+    def _send(self, prepared: "PreparedPush") -> str:
+        """The sync face of ``_push``, its common case (no replicas awaited) without
+        stepping the core: the script as the core sends it, then the registry's note
+        only when it has something to send (``registry.recently_noted``)."""
+        client = self.client
+        if prepared.replicas is not None:
+            return faces.run(self._push(prepared), client)
+        _stored, holder = lua.call(client, "queue_enqueue", prepared.keys, prepared.argv)
+        if not registry.recently_noted(client, COMPONENT, self.group):
+            faces.run(registry.noting(COMPONENT, self.group), client)
         return holder.decode() if isinstance(holder, bytes) else str(holder)
 
     def validate(
