@@ -169,12 +169,16 @@ class Semaphore:
         client = self._client
         # The common call (one try, no reason, the name noted lately on this client) runs
         # the script at once, without an operation for faces.run.
-        if wait == 0 and type(wait) is float and reason == "":
-            if registry.recently_noted(client, COMPONENT, self.name):
-                holder_id = os.urandom(16).hex()  # 128 random bits, as 32 hex digits
-                args = self._acquire_args(holder_id, reason)
-                ticket = lua.call(client, "semaphore_acquire", self._acquire_keys, args)
-                return holder_id if ticket else None
+        if (
+            wait == 0
+            and type(wait) is float
+            and reason == ""
+            and registry.recently_noted(client, COMPONENT, self.name)
+        ):
+            holder_id = os.urandom(16).hex()  # 128 random bits, as 32 hex digits
+            args = self._acquire_args(holder_id, reason)
+            ticket = lua.call(client, "semaphore_acquire", self._acquire_keys, args)
+            return holder_id if ticket else None
         return faces.run(self._acquire(wait, reason, client), client)
 
     async def aacquire(self, *, wait: float = 0.0, reason: str = "") -> str | None:
