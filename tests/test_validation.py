@@ -147,3 +147,18 @@ def test_check_key_part_refuses_what_could_break_a_key(value):
 def test_check_key_part_returns_nfc():
     assert check_key_part("Cafe\u0301", "user") == "Café"
     assert check_key_part("anna lee", "user") == "anna lee"
+    assert check_key_part("Cafe\u0301", "chat") == "Café"  # the second time from the cache
+
+
+def test_a_key_part_found_valid_is_checked_again_under_new_settings(settings):
+    name = "x" * 30
+    assert check_key_part(name, "user") == name
+    settings.REDISPARTS = {"MAX_KEY_PART_LENGTH": 20}
+    with pytest.raises(InvalidArgument, match="longer than 20 characters"):
+        check_key_part(name, "user")
+
+
+def test_a_refused_key_part_is_refused_every_time():
+    for _ in range(2):
+        with pytest.raises(InvalidArgument, match="invalid item"):
+            check_key_part("a:b", "item")

@@ -98,7 +98,7 @@ from typing import Any
 
 import redis
 
-from .. import faces, keys
+from .. import faces, keys, lua
 from ..conf import app_settings
 from ..connection import Client, resolve_async_client, resolve_client
 from ..exceptions import (
@@ -645,10 +645,12 @@ def purchase(
         if not lease.acquire(app_settings.MARKET_LOCK_WAIT):
             raise _lock_busy(name)
         try:
-            return faces.run(_purchase_lua(order), client)
+            return order.bought(lua.call(client, "market_purchase", *_purchase_call(order)))
         finally:
             lease.release()
-    return faces.run(_purchase(order), client)
+    if order.strategy == "lua":  # one script, sent at once: a hot path
+        return order.bought(lua.call(client, "market_purchase", *_purchase_call(order)))
+    return faces.run(_purchase_watch(order), client)
 
 
 async def apurchase(
@@ -711,27 +713,29 @@ def _base_key(prefix: str) -> str:
 
 
 def _purchase_lua(order: _Order) -> faces.Op:
+    return faces.script("market_purchase", *_purchase_call(order), then=order.bought)
+
+
+def _purchase_call(order: _Order) -> tuple[list[str], list[Any]]:
+    """The KEYS and ARGV of the ``market_purchase`` script for ``order``."""
     # The keys built on one base: the names are validated key parts already.
     base = _base_key(app_settings.KEY_PREFIX)
-    return faces.script(
-        "market_purchase",
-        [
-            f"{base}:listings",
-            f"{base}:user:{order.buyer}",
-            f"{base}:user:{order.seller}",
-            f"{base}:inventory:{order.buyer}",
-            f"{base}:outbox",
-        ],
-        [
-            listing_member(order.item, order.seller),
-            order.item,
-            order.price,
-            listing_member(order.item, order.buyer),
-            order.sale.record(),
-            int(order.sale.sold_at * 1000),
-        ],
-        then=order.bought,
-    )
+    keys = [
+        f"{base}:listings",
+        f"{base}:user:{order.buyer}",
+        f"{base}:user:{order.seller}",
+        f"{base}:inventory:{order.buyer}",
+        f"{base}:outbox",
+    ]
+    args = [
+        listing_member(order.item, order.seller),
+        order.item,
+        order.price,
+        listing_member(order.item, order.buyer),
+        order.sale.record(),
+        int(order.sale.sold_at * 1000),
+    ]
+    return keys, args
 
 
 def _purchase_watch(order: _Order) -> faces.Steps[Purchase]:
