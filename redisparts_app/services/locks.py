@@ -75,7 +75,7 @@ from django.dispatch import receiver
 
 from .. import faces, keys, lua
 from ..conf import app_settings
-from ..connection import Client, resolve_client
+from ..connection import Client, resolve_async_client, resolve_client
 from ..exceptions import InvalidArgument, LockNotOwned, LockTimeout
 from ..validation import MAX_SECONDS, check_count, check_seconds
 from . import registry
@@ -268,18 +268,18 @@ class Lock:
 
     async def aacquire(self, timeout: float | None = None) -> int:
         """The async twin of ``acquire``: its waits (BLPOP on the wake-up list) block only
-        this coroutine."""
-        return await faces.arun(self._acquire(timeout), self.aclient)
-
-    def _acquire(self, timeout: float | None) -> faces.Steps[int]:
+        this coroutine. Its steps are ``_take``'s, each awaited."""
         wait = self.timeout if timeout is None else check_seconds(timeout, "lock timeout")
+        aclient = resolve_async_client(self.aclient)
         lease = self._new_lease()
-        if not (yield from lease._acquire(wait)):
+        reply: tuple[bool, int | None] = await faces.arun(lease._attempt(), aclient)
+        acquired, holder_pttl = reply
+        deadline = lease._sent + wait
+        if not acquired and not await faces.arun(lease._wait(deadline, holder_pttl), aclient):
             self._unused = lease
             raise LockTimeout(self.name, wait)
-        # Noted once held: a registry prunes only names whose thing it finds gone, so a
-        # name noted before the lock existed could be pruned between the two.
-        yield from registry.noting(COMPONENT, self.name)
+        if not registry.recently_noted(aclient, COMPONENT, self.name):  # noted once held
+            await faces.arun(registry.noting(COMPONENT, self.name), aclient)
         return self._started(lease)
 
     def try_acquire(self) -> int | None:
@@ -293,7 +293,7 @@ class Lock:
     def _try_acquire(self) -> faces.Steps[int | None]:
         lease = self._new_lease()
         if (yield from lease._try_acquire()):
-            yield from registry.noting(COMPONENT, self.name)  # once held, as in _acquire
+            yield from registry.noting(COMPONENT, self.name)  # once held, as in _take
             return self._started(lease)
         self._unused = lease
         return None
@@ -319,14 +319,7 @@ class Lock:
 
     async def arelease(self) -> None:
         """The async twin of ``release``."""
-        await faces.arun(self._release(None), self.aclient)
-
-    def _release(self, exc_type: type[BaseException] | None) -> faces.Steps[None]:
-        """Release; raise LockNotOwned when no longer owned, unless ``exc_type`` is the
-        error a ``with`` block is leaving with (that error propagates; the loss is logged)."""
-        if self._lease is not None and (yield self._lease._release()):
-            return
-        self._lost_at_release(exc_type)
+        await self._agive_back(None)
 
     def _lost_at_release(self, exc_type: type[BaseException] | None) -> None:
         if exc_type is None:
@@ -358,9 +351,9 @@ class Lock:
         return lease.fence
 
     def _take(self, wait: float) -> int:
-        """The sync face of ``_acquire``, its common case without stepping a core: the
-        first attempt is one operation (the core's own), and only a lock found held goes
-        on to the core's wait (``Lease._wait``), as ``Lease._acquire`` does."""
+        """Take the lock within ``wait`` seconds (checked), on the sync client: the first
+        attempt sent at once (``Lease._attempt_now``), and only a lock found held goes on
+        to the lease's wait (``Lease._wait``), as ``Lease._acquire`` does."""
         client = self.client
         lease = self._new_lease()
         acquired, holder_pttl = lease._attempt_now()
@@ -368,14 +361,23 @@ class Lock:
         if not acquired and not faces.run(lease._wait(deadline, holder_pttl), client):
             self._unused = lease
             raise LockTimeout(self.name, wait)
-        if not registry.recently_noted(client, COMPONENT, self.name):  # noted once held
+        # Noted once held: a registry prunes only names whose thing it finds gone, so a
+        # name noted before the lock existed could be pruned between the two.
+        if not registry.recently_noted(client, COMPONENT, self.name):
             faces.run(registry.noting(COMPONENT, self.name), client)
         return self._started(lease)
 
     def _give_back(self, exc_type: type[BaseException] | None) -> None:
-        """The sync face of ``_release``: the release as one operation."""
+        """Release; raise LockNotOwned when no longer owned, unless ``exc_type`` is the
+        error a ``with`` block is leaving with (that error propagates; the loss is logged)."""
         lease = self._lease
         if lease is None or not lease._release_now():
+            self._lost_at_release(exc_type)
+
+    async def _agive_back(self, exc_type: type[BaseException] | None) -> None:
+        """The async twin of ``_give_back``."""
+        lease = self._lease
+        if lease is None or not await faces.arun(lease._release(), self.aclient):
             self._lost_at_release(exc_type)
 
     def __enter__(self) -> Lock:
@@ -400,7 +402,7 @@ class Lock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await faces.arun(self._release(exc_type), self.aclient)
+        await self._agive_back(exc_type)
 
 
 @dataclass(frozen=True)
