@@ -299,7 +299,7 @@ class Lease:
         """``_attempt`` of a fenced lease run at once on its sync client, for a Lock's
         first attempt. EVALSHA is sent with its arguments as they are: the operation,
         its executor and ``lua.call``'s star-arguments cost a ``with Lock(...)`` about a
-        quarter of its Python."""
+        third of its Python."""
         if self._held:
             raise RuntimeError(f"lease {self.key!r} is already held by this holder")
         self._sent = self.clock()
