@@ -11,7 +11,7 @@ Values are read on first access and kept until Django reports a change of
     }
 """
 
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -21,6 +21,7 @@ from django.dispatch import receiver
 __all__ = [
     "DEFAULTS",
     "AppSettings",
+    "SettingsCache",
     "app_settings",
     "positive_int_setting",
     "sentinel_addresses",
@@ -189,10 +190,38 @@ class AppSettings:
 app_settings = AppSettings()
 
 
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+class SettingsCache(dict[_K, _V]):
+    """A bounded dict of what services derive from the settings on hot paths (checked
+    names, their keys): emptied when it is full and whenever ``REDISPARTS`` changes."""
+
+    __slots__ = ("limit",)  # no instance dict: lookups stay a plain dict's
+
+    def __init__(self, limit: int = 4096) -> None:
+        super().__init__()
+        self.limit = limit
+        _settings_caches.append(self)
+
+    def remember(self, key: _K, value: _V) -> _V:
+        """Store ``value`` under ``key`` (emptying a full cache first); return ``value``."""
+        if len(self) >= self.limit:
+            self.clear()
+        self[key] = value
+        return value
+
+
+_settings_caches: list[SettingsCache[Any, Any]] = []
+
+
 @receiver(setting_changed)
 def _reload_settings(*, setting: str, **kwargs: Any) -> None:
     if setting == "REDISPARTS":
         app_settings.reload()
+        for cache in _settings_caches:
+            cache.clear()
 
 
 def positive_int_setting(name: str, *, zero: bool = False) -> int:

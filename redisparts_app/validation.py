@@ -11,12 +11,9 @@ TypeError. Booleans are never accepted as numbers.
 import math
 import unicodedata
 from collections.abc import Collection
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from django.core.signals import setting_changed
-from django.dispatch import receiver
-
-from .conf import app_settings
+from .conf import SettingsCache, app_settings
 from .exceptions import InvalidArgument, InvalidArgumentType
 
 __all__ = [
@@ -210,23 +207,14 @@ def check_key_part(value: object, field: str = "name") -> str:
         raise InvalidArgumentType(field, value, f"must be a string, got {type(value).__name__}")
     valid = _checked_key_part(value, field)
     if type(value) is str:
-        if len(_valid_key_parts) >= _VALID_KEY_PARTS_MAX:
-            _valid_key_parts.clear()
-        _valid_key_parts[value] = valid
+        _valid_key_parts.remember(value, valid)
     return valid
 
 
 # Key parts found valid lately, and their NFC form: services check the same few user,
 # item and chat names on every call, and a lookup here costs a fraction of the checks.
-# Bounded, and emptied when the settings change (the length limit is one).
-_valid_key_parts: dict[str, str] = {}
-_VALID_KEY_PARTS_MAX = 4096
-
-
-@receiver(setting_changed)
-def _forget_valid_key_parts(*, setting: str, **kwargs: Any) -> None:
-    if setting == "REDISPARTS":
-        _valid_key_parts.clear()
+# The length limit is a setting.
+_valid_key_parts: SettingsCache[str, str] = SettingsCache()
 
 
 def _checked_key_part(value: str, field: str) -> str:

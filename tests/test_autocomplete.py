@@ -546,7 +546,7 @@ def test_prefixes_are_checked_again_once_the_settings_change(face):
 
 
 def test_the_cache_of_prefixes_stays_bounded(monkeypatch, face):
-    monkeypatch.setattr(autocomplete, "_QUERIES_MAX", 3)
+    monkeypatch.setattr(autocomplete._queries, "limit", 3)
     book = face(AddressBook("knights"))
     book.join("Abcdef")
     for prefix in ["a", "ab", "ABC", "abcd", "Abcde", "a", "ab"]:

@@ -59,12 +59,10 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from django.core.signals import setting_changed
-from django.dispatch import receiver
 from redis.exceptions import WatchError
 
 from .. import faces, keys, lua
-from ..conf import app_settings
+from ..conf import SettingsCache, app_settings
 from ..connection import Client, on_slot, resolve_client
 from ..exceptions import CompletionConflict, InvalidArgument, InvalidArgumentType
 from ..validation import check_choice, check_count, check_page_size
@@ -166,10 +164,8 @@ def validate_prefix(value: object) -> str:
 
 # Prefixes looked up lately and what a lookup needs of them (``_query``). Checking and
 # folding a prefix is a good part of the Python a lookup costs, and users type the same
-# few short prefixes over and over. Bounded like the locks' name cache, and emptied when
-# the settings change (the length check reads them).
-_queries: dict[str, tuple[bytes, bytes, bytes, str]] = {}
-_QUERIES_MAX = 4096
+# few short prefixes over and over (the length check reads the settings).
+_queries: SettingsCache[str, tuple[bytes, bytes, bytes, str]] = SettingsCache()
 
 
 def _query(prefix: object) -> tuple[bytes, bytes, bytes, str]:
@@ -180,9 +176,7 @@ def _query(prefix: object) -> tuple[bytes, bytes, bytes, str]:
         return _fold_query(prefix)  # raises
     found = _queries.get(prefix)
     if found is None:
-        if len(_queries) >= _QUERIES_MAX:
-            _queries.clear()
-        found = _queries[prefix] = _fold_query(prefix)
+        found = _queries.remember(prefix, _fold_query(prefix))
     return found
 
 
@@ -190,12 +184,6 @@ def _fold_query(prefix: object) -> tuple[bytes, bytes, bytes, str]:
     folded = validate_prefix(prefix)
     query = folded.encode()
     return query, b"[" + query, b"(" + query + _AFTER_ANY_UTF8, " " + folded
-
-
-@receiver(setting_changed)
-def _forget_queries(*, setting: str, **kwargs: Any) -> None:
-    if setting == "REDISPARTS":
-        _queries.clear()
 
 
 def validate_limit(value: object, default: int) -> int:

@@ -69,12 +69,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from django.core.signals import setting_changed
 from django.db import models
-from django.dispatch import receiver
 
 from .. import faces, keys, lua
-from ..conf import app_settings
+from ..conf import SettingsCache, app_settings
 from ..connection import Client, resolve_async_client, resolve_client
 from ..exceptions import InvalidArgument, LockNotOwned, LockTimeout
 from ..validation import MAX_SECONDS, check_count, check_seconds
@@ -104,10 +102,9 @@ def lock_keys(name: str) -> tuple[str, str, str]:
 
 # Lock names in use and their keys, per key prefix: a Lock is built on every use
 # (``with Lock(name):``), and validating the name and building its three keys is a
-# good part of the Python a use costs. Bounded like the registry's note cache, and
-# emptied when the settings change (the prefix and the name checks depend on them).
-_identities: dict[tuple[str, str], tuple[str, str, str, str]] = {}
-_IDENTITIES_MAX = 4096
+# good part of the Python a use costs (the prefix and the name checks depend on the
+# settings).
+_identities: SettingsCache[tuple[str, str], tuple[str, str, str, str]] = SettingsCache()
 
 
 def _identity(name: str) -> tuple[str, str, str, str]:
@@ -119,16 +116,8 @@ def _identity(name: str) -> tuple[str, str, str, str]:
     valid = keys.validate_key_part(name, "lock name")
     identity = (valid, *_role_keys(valid))
     if cache_key is not None:
-        if len(_identities) >= _IDENTITIES_MAX:
-            _identities.clear()
-        _identities[cache_key] = identity
+        _identities.remember(cache_key, identity)
     return identity
-
-
-@receiver(setting_changed)
-def _forget_identities(*, setting: str, **kwargs: Any) -> None:
-    if setting == "REDISPARTS":
-        _identities.clear()
 
 
 # Classes of the clients a Lock was given that are neither async nor pipelines:

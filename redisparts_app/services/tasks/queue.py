@@ -31,12 +31,10 @@ from functools import lru_cache, partial
 from json.encoder import encode_basestring_ascii
 from typing import Any, NamedTuple
 
-from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
-from django.dispatch import receiver
 
 from ... import faces, lua
-from ...conf import app_settings
+from ...conf import SettingsCache, app_settings
 from ...connection import get_redis, on_slot
 from ...exceptions import InvalidTask, TaskNotFound, TaskNotReplicated
 from ...keys import make_key, validate_key_part
@@ -222,10 +220,8 @@ def _claim_keys(prefix: str, group: str, queues: tuple[str, ...]) -> tuple[str, 
 
 # Task and queue names in use, per key prefix and group: the queue name checked, the
 # record's text from the name to "max_retries", and the enqueue script's keys. An
-# enqueue then checks its names in one lookup. Bounded like the registry's note cache,
-# and emptied when the settings change (the name checks depend on them).
-_names: dict[tuple[str, str, str, str], tuple[str, str, tuple[str, ...]]] = {}
-_NAMES_MAX = 4096
+# enqueue then checks its names in one lookup (the name checks depend on the settings).
+_names: SettingsCache[tuple[str, str, str, str], tuple[str, str, tuple[str, ...]]] = SettingsCache()
 
 
 def _named(prefix: str, group: str, name: Any, queue: Any) -> tuple[str, str, tuple[str, ...]]:
@@ -239,30 +235,19 @@ def _named(prefix: str, group: str, name: Any, queue: Any) -> tuple[str, str, tu
         _enqueue_keys(prefix, group, valid_queue),
     )
     if type(name) is str and type(queue) is str:
-        if len(_names) >= _NAMES_MAX:
-            _names.clear()
-        _names[(prefix, group, name, queue)] = found
+        _names.remember((prefix, group, name, queue), found)
     return found
 
 
 # Group names checked, as ``_names`` (a Task builds its TaskQueue per enqueue).
-_groups: dict[str, str] = {}
+_groups: SettingsCache[str, str] = SettingsCache()
 
 
 def _valid_group(group: Any) -> str:
     valid = validate_key_part(group, "queue group")
     if type(group) is str:
-        if len(_groups) >= _NAMES_MAX:
-            _groups.clear()
-        _groups[group] = valid
+        _groups.remember(group, valid)
     return valid
-
-
-@receiver(setting_changed)
-def _forget_names(*, setting: str, **kwargs: Any) -> None:
-    if setting == "REDISPARTS":
-        _names.clear()
-        _groups.clear()
 
 
 def _sync_store() -> tuple[Any, Any]:
