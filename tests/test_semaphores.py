@@ -125,6 +125,19 @@ def test_release_leaves_at_most_limit_wake_tokens(redis_client, face):
 # --- refresh -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("kind", [Semaphore, FairSemaphore])
+def test_one_try_and_release_load_their_scripts_again_after_a_script_flush(kind, redis_client):
+    semaphore = kind("reports", 2)
+    for _ in range(2):  # the second round takes the hot path (the name noted lately)
+        redis_client.script_flush()  # as after a restart: the acquire's EVALSHA misses
+        holder_id = semaphore.acquire()
+        assert holder_id is not None
+        assert redis_client.zscore(key("reports", "holders"), holder_id) is not None
+        redis_client.script_flush()  # and now the release's
+        assert semaphore.release(holder_id) is True
+        assert redis_client.zcard(key("reports", "holders")) == 0
+
+
 def test_basic_refresh_keeps_a_permit_past_its_timeout_and_reports_expiry(face):
     clock = FakeClock()
     sem = face(Semaphore("export", 1, timeout=10, clock=clock))

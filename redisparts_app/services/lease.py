@@ -115,101 +115,39 @@ def immediate_clients(client: Client) -> tuple[Any, Any]:
     return client, None
 
 
-class Lease:
-    """Exclusive, expiring ownership of ``key`` for ``ttl`` seconds.
+class Holder:
+    """One holder's exclusive, expiring ownership of ``key`` for ``ttl`` seconds: what a
+    ``Lease`` and a ``Lock`` (``services.locks``) share. Each builds on it its own
+    acquire, extend and release; both are their own holder, so a ``with Lock(...)``
+    makes one object, not two.
 
-    ``fence_key`` and ``signal_key`` (same hash tag as ``key``) turn on fencing
-    tokens and wake-up signals, described in the module docstring. ``on_lost``
-    is called with the lease, once, when ownership is found lost. A Lease
-    object belongs to one holder; its token is fixed for the object's life.
+    ``fence_key`` and ``signal_key`` (same hash tag as ``key``) turn on fencing tokens
+    and wake-up signals, described in the module docstring. ``on_lost`` is called with
+    the holder, once, when ownership is found lost.
     """
 
-    # State before the first acquisition, as class attributes: a Lock makes a lease per
-    # use, and these are only written once something happens.
+    # State before the first acquisition, as class attributes: a Lock is built per use,
+    # and these are only written once something happens.
+    key: str
+    ttl: float
+    _ttl_ms: int
+    client: Any
+    aclient: Any = None
+    token: str | None = None
+    fence_key: str | None = None
+    signal_key: str | None = None
+    on_lost: Callable[[Any], Any] | None = None
+    clock: Callable[[], float] = staticmethod(time.monotonic)
     fence: int | None = None
     renewals = 0
     _lost: threading.Event | None = None  # made on first use (see ``lost``)
     _held = False
     _confirmed_until = 0.0
     _sent = 0.0  # when the last attempt was sent (on ``clock``)
-    _ttl_ms: int
     _lost_reported = False
     # Made by start_heartbeat: most leases never have a heartbeat.
     _stop: threading.Event | None = None
     _thread: threading.Thread | None = None
-
-    def __init__(
-        self,
-        key: str,
-        ttl: float,
-        *,
-        client: Client | None = None,
-        token: str | None = None,
-        fence_key: str | None = None,
-        signal_key: str | None = None,
-        on_lost: Callable[[Lease], Any] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._setup(
-            key,
-            check_seconds(ttl, "lease ttl"),
-            *immediate_clients(client),
-            token or os.urandom(16).hex(),  # 128 random bits, as hex
-            fence_key,
-            signal_key,
-            on_lost,
-            clock,
-        )
-
-    @classmethod
-    def _checked(
-        cls,
-        key: str,
-        ttl: float,
-        client: Any,
-        fence_key: str | None,
-        signal_key: str | None,
-        on_lost: Callable[[Lease], Any] | None,
-        clock: Callable[[], float],
-    ) -> Lease:
-        """A lease with a new token on arguments its caller has checked (a Lock's ttl in
-        float seconds, its sync client): a Lock makes one per acquisition."""
-        # The attributes set here rather than through _setup: one call less per use.
-        lease = cls.__new__(cls)
-        lease.key = key
-        lease.ttl = ttl
-        lease._ttl_ms = to_ms(ttl)
-        lease.client = client
-        lease.aclient = None
-        lease.token = os.urandom(16).hex()
-        lease.fence_key = fence_key
-        lease.signal_key = signal_key
-        lease.on_lost = on_lost
-        lease.clock = clock
-        return lease
-
-    def _setup(
-        self,
-        key: str,
-        ttl: float,
-        client: Any,
-        aclient: Any,
-        token: str,
-        fence_key: str | None,
-        signal_key: str | None,
-        on_lost: Callable[[Lease], Any] | None,
-        clock: Callable[[], float],
-    ) -> None:
-        self.key = key
-        self.ttl = ttl
-        self._ttl_ms = to_ms(ttl)
-        self.client = client
-        self.aclient = aclient
-        self.token = token
-        self.fence_key = fence_key
-        self.signal_key = signal_key
-        self.on_lost = on_lost
-        self.clock = clock
 
     @property
     def held(self) -> bool:
@@ -226,45 +164,6 @@ class Lease:
                 if self._lost is None:
                     self._lost = threading.Event()
         return self._lost
-
-    # -- acquisition ----------------------------------------------------------------
-
-    def try_acquire(self) -> bool:
-        """Make one attempt; return True when this holder now owns the lease."""
-        return faces.run(self._try_acquire(), self.client)
-
-    async def atry_acquire(self) -> bool:
-        """The async twin of ``try_acquire``."""
-        return await faces.arun(self._try_acquire(), self.aclient)
-
-    def _try_acquire(self) -> faces.Steps[bool]:
-        acquired, _ = yield self._attempt()
-        return acquired
-
-    def acquire(self, timeout: float = 0.0) -> bool:
-        """Take the lease, waiting up to ``timeout`` seconds; return whether it was taken.
-
-        ``timeout=0`` makes one attempt. Between attempts the caller blocks on
-        ``signal_key`` (BLPOP) when there is one, else sleeps; either way for no
-        longer than the holder's remaining TTL and the remaining wait, so an
-        abandoned lease is taken as soon as it expires, without busy polling.
-        """
-        return faces.run(
-            self._acquire(check_seconds(timeout, "lease timeout", allow_zero=True)), self.client
-        )
-
-    async def aacquire(self, timeout: float = 0.0) -> bool:
-        """The async twin of ``acquire`` (its waits block only this coroutine)."""
-        checked = check_seconds(timeout, "lease timeout", allow_zero=True)
-        return await faces.arun(self._acquire(checked), self.aclient)
-
-    def _acquire(self, timeout: float) -> faces.Steps[bool]:
-        """The core of ``acquire``, for a ``timeout`` the caller has checked (float seconds ≥ 0)."""
-        deadline = self.clock() + timeout
-        acquired, holder_pttl = yield self._attempt()
-        if acquired:
-            return True
-        return (yield from self._wait(deadline, holder_pttl))
 
     def _wait(self, deadline: float, holder_pttl: int | None) -> faces.Steps[bool]:
         """The rest of ``_acquire`` after a failed attempt, which found ``holder_pttl``
@@ -295,14 +194,15 @@ class Lease:
         keys = (self.key, self.fence_key)
         return faces.script("lease_acquire", keys, (self.token, self._ttl_ms), then=self._drawn)
 
-    def _attempt_now(self) -> tuple[bool, int]:
+    def _attempt_now(self) -> int | None:
         """``_attempt`` of a fenced lease run at once on its sync client, for a Lock's
-        first attempt. EVALSHA is sent with its arguments as they are: the operation,
-        its executor and ``lua.call``'s star-arguments cost a ``with Lock(...)`` about a
+        first attempt: return None when acquired, else the holder's PTTL in ms (as
+        ``_drawn``). EVALSHA is sent with its arguments as they are: the operation, its
+        executor and ``lua.call``'s star-arguments cost a ``with Lock(...)`` about a
         third of its Python."""
         if self._held:
             raise RuntimeError(f"lease {self.key!r} is already held by this holder")
-        self._sent = self.clock()
+        sent = self._sent = self.clock()
         key, fence_key, token, ttl_ms = self.key, self.fence_key, self.token, self._ttl_ms
         try:
             reply = self.client.execute_command(
@@ -310,7 +210,16 @@ class Lease:
             )
         except NoScriptError:  # the server lost its scripts: lua.call loads it
             reply = lua.call(self.client, "lease_acquire", (key, fence_key), (token, ttl_ms))
-        return self._drawn(reply)
+        acquired, value = reply
+        if not acquired:
+            return int(value)
+        if self._lost is None and not self.renewals:  # nothing to reset: never renewed nor lost
+            self._confirmed_until = sent + self.ttl
+            self.fence = int(value)
+            self._held = True
+        else:
+            self._mark_acquired(int(value), sent)
+        return None
 
     def _won(self, reply: Any) -> tuple[bool, None]:
         if reply:
@@ -344,17 +253,6 @@ class Lease:
 
     # -- ownership ------------------------------------------------------------------
 
-    def extend(self, ttl: float | None = None) -> bool:
-        """Reset the TTL to ``ttl`` (default: the lease's) seconds from now, if still owned.
-
-        Return False, and report the loss, when the lease is gone or another's.
-        """
-        return faces.run(self._extend(ttl), self.client)
-
-    async def aextend(self, ttl: float | None = None) -> bool:
-        """The async twin of ``extend``."""
-        return await faces.arun(self._extend(ttl), self.aclient)
-
     def _extend(self, ttl: float | None) -> faces.Op:
         ttl = self.ttl if ttl is None else check_seconds(ttl, "lease ttl")
         sent = self.clock()
@@ -367,17 +265,6 @@ class Lease:
             return False
 
         return faces.script("lease_extend", [self.key], [self.token, to_ms(ttl)], then=extended)
-
-    def release(self) -> bool:
-        """Stop the heartbeat and delete the lease if still owned; return whether it was.
-
-        With a ``signal_key``, a successful release wakes one waiter.
-        """
-        return faces.run(self._release(), self.client)
-
-    async def arelease(self) -> bool:
-        """The async twin of ``release`` (a heartbeat thread is joined, briefly)."""
-        return await faces.arun(self._release(), self.aclient)
 
     def _release(self) -> faces.Op:
         if self._thread is not None:
@@ -399,7 +286,11 @@ class Lease:
             reply = lua.call(
                 self.client, "lease_release", (key, signal_key), (token, SIGNAL_TTL_MS)
             )
-        return self._released(reply)
+        if reply:  # _released's steps, one call less
+            self._held = False
+            return True
+        self._report_lost()
+        return False
 
     def _released(self, reply: int) -> bool:
         if reply:
@@ -409,28 +300,32 @@ class Lease:
         return False
 
     def owned(self) -> bool:
-        """Ask Redis whether the key still holds this holder's token."""
-        return faces.run(self._owned(), self.client)
+        """Ask Redis whether the key still holds this holder's token (False before the
+        first acquisition)."""
+        return self.token is not None and faces.run(self._owned(), self.client)
 
     async def aowned(self) -> bool:
         """The async twin of ``owned``."""
-        return await faces.arun(self._owned(), self.aclient)
+        return self.token is not None and await faces.arun(self._owned(), self.aclient)
 
     def _owned(self) -> faces.Op:
-        return faces.command("get", self.key, then=lambda value: value == self.token.encode())
+        token = str(self.token).encode()
+        return faces.command("get", self.key, then=lambda value: value == token)
 
     def remaining(self) -> float | None:
-        """Return the seconds left on the lease if this holder owns it, else None."""
-        return faces.run(self._remaining(), self.client)
+        """Return the seconds left if this holder owns the key, else None."""
+        return None if self.token is None else faces.run(self._remaining(), self.client)
 
     async def aremaining(self) -> float | None:
         """The async twin of ``remaining``."""
-        return await faces.arun(self._remaining(), self.aclient)
+        return None if self.token is None else await faces.arun(self._remaining(), self.aclient)
 
     def _remaining(self) -> faces.Op:
+        token = str(self.token).encode()
+
         def seconds(replies: list[Any]) -> float | None:
             value, pttl = replies
-            if value != self.token.encode() or pttl < 0:
+            if value != token or pttl < 0:
                 return None
             return pttl / 1000
 
@@ -491,7 +386,7 @@ class Lease:
                 self._expire_quietly(stop)
                 return
             try:
-                extended = self.extend()
+                extended: bool = faces.run(self._extend(None), self.client)
             except UNREACHABLE as exc:
                 if self.clock() >= self._confirmed_until:
                     logger.warning("lease %s unconfirmed for a whole ttl: %s", self.key, exc)
@@ -513,6 +408,103 @@ class Lease:
                 self._report_lost()
                 return
             self._confirmed_until = self.clock() + left
+
+
+class Lease(Holder):
+    """Exclusive, expiring ownership of ``key`` for ``ttl`` seconds.
+
+    ``fence_key`` and ``signal_key`` (same hash tag as ``key``) turn on fencing
+    tokens and wake-up signals, described in the module docstring. ``on_lost``
+    is called with the lease, once, when ownership is found lost. A Lease
+    object belongs to one holder; its token is fixed for the object's life.
+    """
+
+    token: str
+
+    def __init__(
+        self,
+        key: str,
+        ttl: float,
+        *,
+        client: Client | None = None,
+        token: str | None = None,
+        fence_key: str | None = None,
+        signal_key: str | None = None,
+        on_lost: Callable[[Lease], Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.key = key
+        self.ttl = check_seconds(ttl, "lease ttl")
+        self._ttl_ms = to_ms(self.ttl)
+        self.client, self.aclient = immediate_clients(client)
+        self.token = token or os.urandom(16).hex()  # 128 random bits, as hex
+        self.fence_key = fence_key
+        self.signal_key = signal_key
+        self.on_lost = on_lost
+        self.clock = clock
+
+    # -- acquisition ----------------------------------------------------------------
+
+    def try_acquire(self) -> bool:
+        """Make one attempt; return True when this holder now owns the lease."""
+        return faces.run(self._try_acquire(), self.client)
+
+    async def atry_acquire(self) -> bool:
+        """The async twin of ``try_acquire``."""
+        return await faces.arun(self._try_acquire(), self.aclient)
+
+    def _try_acquire(self) -> faces.Steps[bool]:
+        acquired, _ = yield self._attempt()
+        return acquired
+
+    def acquire(self, timeout: float = 0.0) -> bool:
+        """Take the lease, waiting up to ``timeout`` seconds; return whether it was taken.
+
+        ``timeout=0`` makes one attempt. Between attempts the caller blocks on
+        ``signal_key`` (BLPOP) when there is one, else sleeps; either way for no
+        longer than the holder's remaining TTL and the remaining wait, so an
+        abandoned lease is taken as soon as it expires, without busy polling.
+        """
+        return faces.run(
+            self._acquire(check_seconds(timeout, "lease timeout", allow_zero=True)), self.client
+        )
+
+    async def aacquire(self, timeout: float = 0.0) -> bool:
+        """The async twin of ``acquire`` (its waits block only this coroutine)."""
+        checked = check_seconds(timeout, "lease timeout", allow_zero=True)
+        return await faces.arun(self._acquire(checked), self.aclient)
+
+    def _acquire(self, timeout: float) -> faces.Steps[bool]:
+        """The core of ``acquire``, for a ``timeout`` the caller has checked (float seconds ≥ 0)."""
+        deadline = self.clock() + timeout
+        acquired, holder_pttl = yield self._attempt()
+        if acquired:
+            return True
+        return (yield from self._wait(deadline, holder_pttl))
+
+    # -- ownership ------------------------------------------------------------------
+
+    def extend(self, ttl: float | None = None) -> bool:
+        """Reset the TTL to ``ttl`` (default: the lease's) seconds from now, if still owned.
+
+        Return False, and report the loss, when the lease is gone or another's.
+        """
+        return faces.run(self._extend(ttl), self.client)
+
+    async def aextend(self, ttl: float | None = None) -> bool:
+        """The async twin of ``extend``."""
+        return await faces.arun(self._extend(ttl), self.aclient)
+
+    def release(self) -> bool:
+        """Stop the heartbeat and delete the lease if still owned; return whether it was.
+
+        With a ``signal_key``, a successful release wakes one waiter.
+        """
+        return faces.run(self._release(), self.client)
+
+    async def arelease(self) -> bool:
+        """The async twin of ``release`` (a heartbeat thread is joined, briefly)."""
+        return await faces.arun(self._release(), self.aclient)
 
 
 def _longest_block(client: Client) -> float:

@@ -62,6 +62,7 @@ Defaults come from ``REDISPARTS["LOCK_TTL"]`` and ``REDISPARTS["LOCK_TIMEOUT"]``
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -77,7 +78,7 @@ from ..connection import Client, resolve_async_client, resolve_client
 from ..exceptions import InvalidArgument, LockNotOwned, LockTimeout
 from ..validation import MAX_SECONDS, check_count, check_seconds
 from . import registry
-from .lease import SIGNAL_TTL_MS, Lease, immediate_clients, validate_heartbeat
+from .lease import SIGNAL_TTL_MS, Holder, immediate_clients, validate_heartbeat
 
 __all__ = [
     "FencedQuerySet",
@@ -139,27 +140,27 @@ def _role_keys(valid_name: str) -> tuple[str, str, str]:
     return f"{base}:owner", f"{base}:fence", f"{base}:signal"
 
 
-class Lock:
+class Lock(Holder):
     """A named distributed lock held for ``ttl`` seconds, waited for up to ``timeout``.
 
     ``auto_renew=True`` extends it every ``renew_interval`` seconds (default
     ttl/3, must be below ttl) while held, up to ``max_renewals`` times (default: no cap); when
     the lock is found lost, ``on_lost(lock)`` is called, then ``lock.lost`` set.
     ``clock`` measures the wait (monotonic seconds).
+
+    A Lock is its own lease holder (``lease.Holder``): ``token`` and ``fence`` are those
+    of the current or last acquisition (None before the first); each acquisition draws
+    a new token.
     """
 
     # The defaults of the options, as class attributes: a Lock is built per use, and
     # only what a caller sets differently is stored on it.
     auto_renew = False
-    renew_interval: float | None = None  # None: ttl/3 (``Lease.start_heartbeat``)
+    renew_interval: float | None = None  # None: ttl/3 (``Holder.start_heartbeat``)
     max_renewals: int | None = None
-    on_lost: Callable[[Lock], Any] | None = None
-    clock: Callable[[], float] = staticmethod(time.monotonic)
-    aclient: Any = None
-    _lease: Lease | None = None
-    # A lease whose attempts all failed: its token never reached Redis, so the next
+    # A token whose attempts all failed: it never reached Redis as the owner, so the next
     # attempt may use it again instead of drawing a new one (cheaper polling).
-    _unused: Lease | None = None
+    _spare: str | None = None
 
     def __init__(
         self,
@@ -177,13 +178,14 @@ class Lock:
         # The common cases inline (a cached name, a float or int in range, a plain
         # client): each call saved here is saved on every use.
         identity = _identities.get((app_settings.KEY_PREFIX, name)) if type(name) is str else None
-        self.name, self.owner_key, self.fence_key, self.signal_key = identity or _identity(name)
-        self.ttl = _seconds(app_settings.LOCK_TTL if ttl is None else ttl, "lock ttl")
+        self.name, self.key, self.fence_key, self.signal_key = identity or _identity(name)
+        ttl = self.ttl = _seconds(app_settings.LOCK_TTL if ttl is None else ttl, "lock ttl")
+        self._ttl_ms = round(ttl * 1000)  # to_ms's: ttl is at least 0.001 (checked)
         self.timeout = _seconds(
             app_settings.LOCK_TIMEOUT if timeout is None else timeout, "lock timeout"
         )
         if renew_interval is not None or max_renewals is not None:
-            self.renew_interval = validate_heartbeat(renew_interval, self.ttl, max_renewals)
+            self.renew_interval = validate_heartbeat(renew_interval, ttl, max_renewals)
             self.max_renewals = max_renewals
         if client is not None and type(client) in _PLAIN_CLIENTS:
             self.client = client
@@ -202,47 +204,17 @@ class Lock:
         state = f"held, fence {self.fence}" if self.held else "not held"
         return f"<Lock {self.name!r} ttl={self.ttl:g}s {state}>"
 
-    # -- state ------------------------------------------------------------------------
-
     @property
-    def token(self) -> str | None:
-        """The owner token of the current or last acquisition (None before the first)."""
-        return self._lease.token if self._lease else None
-
-    @property
-    def fence(self) -> int | None:
-        """The fencing token of the current or last acquisition (None before the first)."""
-        return self._lease.fence if self._lease else None
-
-    @property
-    def held(self) -> bool:
-        """Whether this object acquired the lock and has neither released nor lost it."""
-        return self._lease is not None and self._lease.held
+    def owner_key(self) -> str:
+        """The key holding the owner token (``lock_keys(name)[0]``)."""
+        return self.key
 
     @property
     def lost(self) -> threading.Event:
         """A threading.Event set once this holder is found to have lost the lock."""
-        if self._lease is None:
+        if self.token is None:
             raise RuntimeError(f"lock {self.name!r} was never acquired")
-        return self._lease.lost
-
-    def owned(self) -> bool:
-        """Ask Redis whether this holder's token is still the lock's owner."""
-        return self._lease is not None and self._lease.owned()
-
-    async def aowned(self) -> bool:
-        """The async twin of ``owned``."""
-        return self._lease is not None and await faces.arun(self._lease._owned(), self.aclient)
-
-    def remaining(self) -> float | None:
-        """Return the seconds left on the lock if this holder owns it, else None."""
-        return self._lease.remaining() if self._lease is not None else None
-
-    async def aremaining(self) -> float | None:
-        """The async twin of ``remaining``."""
-        if self._lease is None:
-            return None
-        return await faces.arun(self._lease._remaining(), self.aclient)
+        return super().lost
 
     # -- acquire / extend / release ---------------------------------------------------
 
@@ -260,16 +232,16 @@ class Lock:
         this coroutine. Its steps are ``_take``'s, each awaited."""
         wait = self.timeout if timeout is None else check_seconds(timeout, "lock timeout")
         aclient = resolve_async_client(self.aclient)
-        lease = self._new_lease()
-        reply: tuple[bool, int | None] = await faces.arun(lease._attempt(), aclient)
+        last = self._arm()
+        reply: tuple[bool, int | None] = await faces.arun(self._attempt(), aclient)
         acquired, holder_pttl = reply
-        deadline = lease._sent + wait
-        if not acquired and not await faces.arun(lease._wait(deadline, holder_pttl), aclient):
-            self._unused = lease
+        deadline = self._sent + wait
+        if not acquired and not await faces.arun(self._wait(deadline, holder_pttl), aclient):
+            self._disarm(last)
             raise LockTimeout(self.name, wait)
         if not registry.recently_noted(aclient, COMPONENT, self.name):  # noted once held
             await faces.arun(registry.noting(COMPONENT, self.name), aclient)
-        return self._started(lease)
+        return self._started()
 
     def try_acquire(self) -> int | None:
         """Make one attempt without waiting; return the fence, or None when it is held."""
@@ -280,11 +252,12 @@ class Lock:
         return await faces.arun(self._try_acquire(), self.aclient)
 
     def _try_acquire(self) -> faces.Steps[int | None]:
-        lease = self._new_lease()
-        if (yield from lease._try_acquire()):
+        last = self._arm()
+        acquired, _ = yield self._attempt()
+        if acquired:
             yield from registry.noting(COMPONENT, self.name)  # once held, as in _take
-            return self._started(lease)
-        self._unused = lease
+            return self._started()
+        self._disarm(last)
         return None
 
     def extend(self, ttl: float | None = None) -> None:
@@ -292,14 +265,14 @@ class Lock:
 
         Raise LockNotOwned when this holder no longer owns it.
         """
-        faces.run(self._extend(ttl), self.client)
+        faces.run(self._extend_owned(ttl), self.client)
 
     async def aextend(self, ttl: float | None = None) -> None:
         """The async twin of ``extend``."""
-        await faces.arun(self._extend(ttl), self.aclient)
+        await faces.arun(self._extend_owned(ttl), self.aclient)
 
-    def _extend(self, ttl: float | None) -> faces.Steps[None]:
-        if self._lease is None or not (yield self._lease._extend(ttl)):
+    def _extend_owned(self, ttl: float | None) -> faces.Steps[None]:
+        if self.token is None or not (yield self._extend(ttl)):
             raise LockNotOwned(self.name, "extend")
 
     def release(self) -> None:
@@ -315,58 +288,56 @@ class Lock:
             raise LockNotOwned(self.name, "release")
         logger.warning("lock %r was lost before the failing block ended", self.name)
 
-    def _new_lease(self) -> Lease:
-        if self._lease is not None and self._lease.held:
+    def _arm(self) -> str | None:
+        """Check that this object does not hold the lock and give it a token for its
+        attempts; return the token of its last acquisition, for ``_disarm``."""
+        if self._held:
             raise RuntimeError(f"lock {self.name!r} is already held by this object")
-        if self._unused is not None:
-            lease, self._unused = self._unused, None
-            return lease
-        on_lost = None if self.on_lost is None else (lambda _lease: self.on_lost(self))
-        return Lease._checked(
-            self.owner_key,
-            self.ttl,
-            self.client,
-            self.fence_key,
-            self.signal_key,
-            on_lost,
-            self.clock,
-        )
+        last, spare = self.token, self._spare
+        if spare is None:
+            self.token = os.urandom(16).hex()  # 128 random bits, as hex
+        else:
+            self.token, self._spare = spare, None
+        return last
 
-    def _started(self, lease: Lease) -> int:
-        self._lease = lease
+    def _disarm(self, last: str | None) -> None:
+        """After attempts that all failed: their token is kept for the next attempt, and
+        ``token`` is the last acquisition's again."""
+        self._spare, self.token = self.token, last
+
+    def _started(self) -> int:
         if self.auto_renew:  # a thread on the sync client, whichever face acquired
-            lease.start_heartbeat(self.renew_interval, max_renewals=self.max_renewals)
-        assert lease.fence is not None  # a fenced lease always draws one
-        return lease.fence
+            self.start_heartbeat(self.renew_interval, max_renewals=self.max_renewals)
+        assert self.fence is not None  # a fenced attempt always draws one
+        return self.fence
 
     def _take(self, wait: float) -> int:
         """Take the lock within ``wait`` seconds (checked), on the sync client: the first
-        attempt sent at once (``Lease._attempt_now``), and only a lock found held goes on
-        to the lease's wait (``Lease._wait``), as ``Lease._acquire`` does."""
+        attempt sent at once (``Holder._attempt_now``), and only a lock found held goes on
+        to the wait (``Holder._wait``)."""
         client = self.client
-        lease = self._new_lease()
-        acquired, holder_pttl = lease._attempt_now()
-        deadline = lease._sent + wait
-        if not acquired and not faces.run(lease._wait(deadline, holder_pttl), client):
-            self._unused = lease
+        last = self._arm()
+        holder_pttl = self._attempt_now()
+        if holder_pttl is not None and not faces.run(
+            self._wait(self._sent + wait, holder_pttl), client
+        ):
+            self._disarm(last)
             raise LockTimeout(self.name, wait)
         # Noted once held: a registry prunes only names whose thing it finds gone, so a
         # name noted before the lock existed could be pruned between the two.
         if not registry.recently_noted(client, COMPONENT, self.name):
             faces.run(registry.noting(COMPONENT, self.name), client)
-        return self._started(lease)
+        return self._started()
 
     def _give_back(self, exc_type: type[BaseException] | None) -> None:
         """Release; raise LockNotOwned when no longer owned, unless ``exc_type`` is the
         error a ``with`` block is leaving with (that error propagates; the loss is logged)."""
-        lease = self._lease
-        if lease is None or not lease._release_now():
+        if self.token is None or not self._release_now():
             self._lost_at_release(exc_type)
 
     async def _agive_back(self, exc_type: type[BaseException] | None) -> None:
         """The async twin of ``_give_back``."""
-        lease = self._lease
-        if lease is None or not await faces.arun(lease._release(), self.aclient):
+        if self.token is None or not await faces.arun(self._release(), self.aclient):
             self._lost_at_release(exc_type)
 
     def __enter__(self) -> Lock:
