@@ -63,6 +63,20 @@ def test_a_pipeline_is_refused_as_client(redis_client):
         Lock("reports", ttl=1, timeout=1, client=redis_client.pipeline())
 
 
+def test_arguments_equal_to_remembered_ones_are_checked_by_their_type(redis_url):
+    counting = CountingRedis.from_url(redis_url)
+    Lock("reports", ttl=1, timeout=1, client=counting)  # remembered: 1 == True == 1.0
+    for arguments in ({"ttl": True, "timeout": 1}, {"ttl": 1, "timeout": True}):
+        with pytest.raises(InvalidArgument, match="got bool"):
+            Lock("reports", client=counting, **arguments)
+    assert Lock("reports", ttl=1.0, timeout=1.0, client=counting).ttl == 1.0
+    # Unhashable arguments cannot be looked up; they are checked, and refused.
+    for name, ttl in ((["reports"], 1), ("reports", [1])):
+        with pytest.raises(InvalidArgument):
+            Lock(name, ttl=ttl, timeout=1, client=counting)
+    assert counting.commands == []
+
+
 def test_defaults_come_from_settings(settings):
     settings.REDISPARTS = {**settings.REDISPARTS, "LOCK_TTL": 3.5, "LOCK_TIMEOUT": 1.5}
     lock = Lock("reports")

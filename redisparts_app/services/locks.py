@@ -76,7 +76,7 @@ from .. import faces, keys, lua
 from ..conf import SettingsCache, app_settings
 from ..connection import Client, resolve_async_client, resolve_client
 from ..exceptions import InvalidArgument, LockNotOwned, LockTimeout
-from ..validation import MAX_SECONDS, check_count, check_seconds
+from ..validation import check_count, check_seconds, to_ms
 from . import registry
 from .lease import SIGNAL_TTL_MS, Holder, immediate_clients, validate_heartbeat
 
@@ -98,46 +98,41 @@ COMPONENT = "lock"
 
 def lock_keys(name: str) -> tuple[str, str, str]:
     """Return the owner, fence and signal keys of lock ``name`` (validated first)."""
-    return _identity(name)[1:]
-
-
-# Lock names in use and their keys, per key prefix: a Lock is built on every use
-# (``with Lock(name):``), and validating the name and building its three keys is a
-# good part of the Python a use costs (the prefix and the name checks depend on the
-# settings).
-_identities: SettingsCache[tuple[str, str], tuple[str, str, str, str]] = SettingsCache()
-
-
-def _identity(name: str) -> tuple[str, str, str, str]:
-    """Return the validated ``name`` and its owner, fence and signal keys."""
-    cache_key = (app_settings.KEY_PREFIX, name) if type(name) is str else None
-    found = _identities.get(cache_key) if cache_key is not None else None
-    if found is not None:
-        return found
-    valid = keys.validate_key_part(name, "lock name")
-    identity = (valid, *_role_keys(valid))
-    if cache_key is not None:
-        _identities.remember(cache_key, identity)
-    return identity
-
-
-# Classes of the clients a Lock was given that are neither async nor pipelines:
-# immediate_clients() runs once per class, not once per use.
-_PLAIN_CLIENTS: set[type] = set()
-
-
-def _seconds(value: Any, field: str) -> float:
-    """``check_seconds(value, field)``, its common case (a float or int in range) in one
-    call less."""
-    kind = type(value)
-    if (kind is float or kind is int) and 0.001 <= value <= MAX_SECONDS:
-        return float(value)
-    return check_seconds(value, field)
+    return _role_keys(keys.validate_key_part(name, "lock name"))
 
 
 def _role_keys(valid_name: str) -> tuple[str, str, str]:
     base = keys.make_key(COMPONENT, valid_name)
     return f"{base}:owner", f"{base}:fence", f"{base}:signal"
+
+
+# What a Lock's name, ttl and timeout come to (the valid name, its three keys, the ttl in
+# seconds and in ms, the timeout), by the arguments as given, their types included (True
+# == 1, but True is no ttl), and the key prefix. A Lock is built on every use (``with
+# Lock(name):``), and checking its arguments and building its keys would be a good part
+# of the Python a use costs; None reads the settings, so the cache is emptied with them.
+_Checked = tuple[str, str, str, str, float, int, float]
+_arguments: SettingsCache[tuple[Any, ...], _Checked] = SettingsCache()
+
+
+def _check_arguments(given: tuple[Any, ...]) -> _Checked:
+    """Check the name, ttl and timeout in ``given`` (as the Lock constructor builds it)."""
+    _prefix, name, ttl, _, timeout, _ = given
+    valid = keys.validate_key_part(name, "lock name")
+    ttl = check_seconds(app_settings.LOCK_TTL if ttl is None else ttl, "lock ttl")
+    timeout = check_seconds(
+        app_settings.LOCK_TIMEOUT if timeout is None else timeout, "lock timeout"
+    )
+    checked = (valid, *_role_keys(valid), ttl, to_ms(ttl), timeout)
+    try:
+        return _arguments.remember(given, checked)
+    except TypeError:  # arguments that are valid but unhashable (a str subclass)
+        return checked
+
+
+# Classes of the clients a Lock was given that are neither async nor pipelines:
+# immediate_clients() runs once per class, not once per use.
+_PLAIN_CLIENTS: set[type] = set()
 
 
 class Lock(Holder):
@@ -175,17 +170,17 @@ class Lock(Holder):
         on_lost: Callable[[Lock], Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        # The common cases inline (a cached name, a float or int in range, a plain
-        # client): each call saved here is saved on every use.
-        identity = _identities.get((app_settings.KEY_PREFIX, name)) if type(name) is str else None
-        self.name, self.key, self.fence_key, self.signal_key = identity or _identity(name)
-        ttl = self.ttl = _seconds(app_settings.LOCK_TTL if ttl is None else ttl, "lock ttl")
-        self._ttl_ms = round(ttl * 1000)  # to_ms's: ttl is at least 0.001 (checked)
-        self.timeout = _seconds(
-            app_settings.LOCK_TIMEOUT if timeout is None else timeout, "lock timeout"
-        )
+        # The common cases inline (arguments seen before, a plain client): each call
+        # saved here is saved on every use.
+        given = (app_settings.KEY_PREFIX, name, ttl, type(ttl), timeout, type(timeout))
+        try:
+            checked = _arguments[given]
+        except (KeyError, TypeError):  # new, or unhashable (and then invalid)
+            checked = _check_arguments(given)
+        (self.name, self.key, self.fence_key, self.signal_key) = checked[:4]
+        self.ttl, self._ttl_ms, self.timeout = checked[4:]
         if renew_interval is not None or max_renewals is not None:
-            self.renew_interval = validate_heartbeat(renew_interval, ttl, max_renewals)
+            self.renew_interval = validate_heartbeat(renew_interval, self.ttl, max_renewals)
             self.max_renewals = max_renewals
         if client is not None and type(client) in _PLAIN_CLIENTS:
             self.client = client
