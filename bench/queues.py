@@ -282,7 +282,7 @@ def script_enqueuer(url: str):
              "enqueued_at": now, "ready_at": now, "kind": "task", "args": [index, seconds],
              "kwargs": {}}
         )  # fmt: skip
-        client.evalsha(sha, len(keys), *keys, task_id, body, QUEUE, 0, 1, WAKE_CAP)
+        client.evalsha(sha, len(keys), *keys, task_id, body, QUEUE, WAKE_CAP)
 
     return enqueue
 

@@ -16,6 +16,7 @@ from django.test import override_settings
 from redisparts_app.exceptions import InvalidKeyPart, InvalidTask
 from redisparts_app.services import registry
 from redisparts_app.services.tasks import TaskQueue
+from redisparts_app.services.tasks import queue as queue_module
 from redisparts_app.services.tasks.queue import _ENCODER, _in_atomic_block, encode_arguments
 
 pytestmark = pytest.mark.cluster
@@ -244,3 +245,46 @@ def test_the_group_is_noted_after_its_first_push(redis_client):
     registry.forget_noted()
     queue.enqueue("tests.record", args=["x"])
     assert registry.names("queue") == ["noted-group"]
+
+
+def test_wake_tokens_stay_one_per_ready_task_up_to_the_cap(redis_client, monkeypatch):
+    monkeypatch.setattr(queue_module, "WAKE_CAP", 3)
+    queue = TaskQueue()
+    wake = queue.key("wake")
+    for n in range(5):  # a backlog longer than the cap: the full list is left as it is
+        queue.enqueue("tests.record", args=[n])
+        assert redis_client.llen(wake) == min(n + 1, 3)
+    assert queue.length("default") == 5
+    redis_client.ltrim(wake, 0, 0)  # tokens taken meanwhile (by claims): one left
+    queue.enqueue("tests.record", args=["behind a long queue"])
+    assert redis_client.llen(wake) == 2
+    queue.enqueue("tests.record", args=["other queue"], queue="other")
+    queue.enqueue("tests.record", args=["first of its queue"], queue="third")
+    assert redis_client.llen(wake) == 3  # a full list from other queues' tasks stays full
+    assert redis_client.lrange(wake, 0, -1) == [b"1"] * 3
+    assert redis_client.smembers(queue.key("queues")) == {b"default", b"other", b"third"}
+
+
+def test_each_kind_of_push_sends_the_keys_it_uses(redis_client):
+    queue = TaskQueue()
+    now = queue.enqueue("tests.record", args=["now"])
+    later = queue.enqueue("tests.record", args=["later"], delay=60)
+    first = queue.enqueue("tests.record", args=["once"], dedup_key="k", delay=60)
+    again = queue.enqueue("tests.record", args=["twice"], dedup_key="k")
+    assert again == first
+    assert [info.id for info in queue.peek("default")] == [now]
+    assert {info.id for info in queue.delayed()} == {later, first}
+    assert redis_client.llen(queue.key("wake")) == 1  # the ready task's token only
+    assert redis_client.llen(queue.key("sched_wake")) == 1
+    assert redis_client.get(queue.key("dedup", "k")) == first.encode()
+    assert redis_client.hlen(queue.key("tasks")) == 3
+    record = json.loads(redis_client.hget(queue.key("tasks"), now))
+    assert record["ready_at"] == record["enqueued_at"] == queue.get(now).enqueued_at
+    delayed = json.loads(redis_client.hget(queue.key("tasks"), later))
+    assert 59.9 < delayed["ready_at"] - delayed["enqueued_at"] < 60.1
+
+
+def test_record_times_keep_six_digits_of_microseconds():
+    assert queue_module._json_time(1_795_000_000_000_001) == "1795000000.000001"
+    assert queue_module._json_time(1_795_000_000_120_000) == "1795000000.120000"
+    assert queue_module._json_time(5) == "0.000005"

@@ -102,10 +102,6 @@ def check_count(value: object, what: str) -> int:
     return value
 
 
-def default_max_retries() -> int:
-    return int(app_settings.QUEUE_MAX_RETRIES)
-
-
 def new_task_id() -> str:
     return os.urandom(16).hex()  # as random as uuid4().hex, for less CPU
 
@@ -204,8 +200,15 @@ def _group_key(prefix: str, group: str, roles: tuple[str, ...]) -> str:
 
 @lru_cache(maxsize=256)
 def _enqueue_keys(prefix: str, group: str, queue: str) -> tuple[str, ...]:
-    """KEYS[1..6] of queue_enqueue.lua for ``queue`` (a checked name)."""
-    roles = [("tasks",), ("q", queue), ("delayed",), ("queues",), ("wake",), ("sched_wake",)]
+    """KEYS[1..4] of queue_enqueue.lua for a task ready now in ``queue`` (a checked name)."""
+    roles = [("tasks",), ("q", queue), ("queues",), ("wake",)]
+    return tuple(_group_key(prefix, group, role) for role in roles)
+
+
+@lru_cache(maxsize=256)
+def _delayed_keys(prefix: str, group: str) -> tuple[str, ...]:
+    """KEYS[1..4] of queue_enqueue.lua for a delayed task."""
+    roles = [("tasks",), ("delayed",), ("queues",), ("sched_wake",)]
     return tuple(_group_key(prefix, group, role) for role in roles)
 
 
@@ -293,12 +296,53 @@ def _in_atomic_block(using: str | None) -> bool:
     return transaction.get_connection(using).in_atomic_block
 
 
+def _options(
+    group: str,
+    dedup_key: str | None,
+    dedup_ttl: float | None,
+    wait_replicas: int | None,
+    wait_timeout: float | None,
+) -> tuple[str | None, str | None, float, tuple[int, float] | None]:
+    """Check an enqueue's de-duplication and replica options (InvalidTask, InvalidKeyPart);
+    return the checked key, its Redis key, the TTL in seconds (0.0 without a key nor a
+    TTL), and (replicas, timeout in seconds) when replicas are awaited, else None."""
+    settings = app_settings
+    dedup = None
+    if dedup_key is not None:
+        dedup_key = validate_key_part(dedup_key, "de-duplication key")
+        dedup = make_key(COMPONENT, group, "dedup", dedup_key)
+    ttl = 0.0  # the defaults from settings are checked at start-up (checks.py)
+    if dedup is not None or dedup_ttl is not None:
+        ttl = validate_seconds(
+            settings.QUEUE_DEDUP_TTL if dedup_ttl is None else dedup_ttl,
+            "dedup_ttl",
+            allow_zero=False,
+        )
+    if wait_replicas is None:
+        wait_replicas = settings.QUEUE_WAIT_REPLICAS
+    if type(wait_replicas) is not int or wait_replicas < 0:
+        check_count(wait_replicas, "wait_replicas")
+    if wait_replicas or wait_timeout is not None:
+        wait_timeout = validate_seconds(
+            settings.QUEUE_WAIT_TIMEOUT if wait_timeout is None else wait_timeout,
+            "wait_timeout",
+            allow_zero=False,
+        )
+    # The timeout was checked above whenever replicas are awaited.
+    replicas = (wait_replicas, wait_timeout) if wait_replicas and wait_timeout else None
+    return dedup_key, dedup, ttl, replicas
+
+
+# What ``_options`` gives for an enqueue without any (nor QUEUE_WAIT_REPLICAS).
+_NO_OPTIONS = (None, None, 0.0, None)
+
+
 class PreparedPush(NamedTuple):
     """An enqueue checked and built, ready to send on either face: the script's KEYS and
     ARGV, and (replicas, timeout in seconds) when the push waits for replicas."""
 
     task_id: str
-    keys: list[str]
+    keys: tuple[str, ...]
     argv: list[Any]
     replicas: tuple[int, float] | None
 
@@ -311,11 +355,20 @@ _new_tuple = tuple.__new__
 _json_string = lru_cache(maxsize=1024)(json.dumps)
 
 
+def _holder(prepared: PreparedPush, reply: Any) -> str:
+    """The id of the task holding the place, from queue_enqueue.lua's reply: 1 when this
+    task was stored, else the id (a string) of the task holding the de-duplication key."""
+    if type(reply) is int:
+        return prepared.task_id
+    return reply.decode() if isinstance(reply, bytes) else str(reply)
+
+
 def _json_time(microseconds: int) -> str:
     """Seconds since the epoch as a JSON number, to the microsecond: integer arithmetic
     costs a fraction of float's shortest-repr formatting."""
     seconds, fraction = divmod(microseconds, 1_000_000)
-    return f"{seconds}.{fraction:06d}"
+    # The six digits by a slice: a format spec (":06d") runs code little else runs.
+    return f"{seconds}.{str(1_000_000 + fraction)[1:]}"
 
 
 class TaskQueue:
@@ -383,7 +436,7 @@ class TaskQueue:
         """
         prepared = self._prepare(
             name, args, kwargs, queue, delay, max_retries, dedup_key, dedup_ttl,
-            task_id, wait_replicas, wait_timeout, kind="task", front=False,
+            task_id, wait_replicas, wait_timeout, "task", False,
         )  # fmt: skip
         if on_commit and _in_atomic_block(using):
             transaction.on_commit(partial(self._send, prepared), using=using)
@@ -411,7 +464,7 @@ class TaskQueue:
         them in its sync thread), so there is no ``on_commit``."""
         prepared = self._prepare(
             name, args, kwargs, queue, delay, max_retries, dedup_key, dedup_ttl,
-            task_id, wait_replicas, wait_timeout, kind="task", front=False,
+            task_id, wait_replicas, wait_timeout, "task", False,
         )  # fmt: skip
         return await faces.arun(self._push(prepared), self.aclient)
 
@@ -438,7 +491,7 @@ class TaskQueue:
         and ``front``: a ready task goes to the head of its queue (a higher priority)."""
         prepared = self._prepare(
             name, args, kwargs, queue, delay, max_retries, dedup_key, dedup_ttl,
-            task_id, wait_replicas, wait_timeout, kind=kind, front=front,
+            task_id, wait_replicas, wait_timeout, kind, front,
         )  # fmt: skip
         if on_commit and _in_atomic_block(using):
             transaction.on_commit(partial(self._send, prepared), using=using)
@@ -458,15 +511,15 @@ class TaskQueue:
         task_id: str | None,
         wait_replicas: int | None,
         wait_timeout: float | None,
-        *,
         kind: str,
         front: bool,
     ) -> "PreparedPush":
         """Check every argument of an enqueue and build its record and script call (both
         faces): InvalidTask / InvalidKeyPart before anything is sent.
 
-        The common cases of the checks are inline (names checked before, a float or int
-        delay, int counts); anything else goes to the check that converts or raises."""
+        The common cases of the checks are inline (names checked before, a float delay,
+        int counts, no option of ``_options``); anything else goes to the check that
+        converts or raises."""
         settings = app_settings
         prefix = settings.KEY_PREFIX
         named = (
@@ -476,36 +529,23 @@ class TaskQueue:
         )
         queue, head, enqueue_keys = named or _named(prefix, self.group, name, queue)
         arguments = encode_arguments(args, kwargs)
-        kind_of = type(delay)
-        if (kind_of is float or kind_of is int) and 0 <= delay < math.inf:
-            delay = float(delay)
-        else:
+        # Floats compared with floats: a comparison with an int takes a slower path.
+        if type(delay) is not float or not 0.0 <= delay < math.inf:
             delay = max(0.0, validate_seconds(delay, "delay", allow_negative=True))
         if max_retries is None:
-            max_retries = default_max_retries()
+            max_retries = settings.QUEUE_MAX_RETRIES
         if type(max_retries) is not int or max_retries < 0:
             check_count(max_retries, "max_retries")
-        dedup = None
-        if dedup_key is not None:
-            dedup_key = validate_key_part(dedup_key, "de-duplication key")
-            dedup = make_key(COMPONENT, self.group, "dedup", dedup_key)
-        ttl = 0.0  # the defaults from settings are checked at start-up (checks.py)
-        if dedup is not None or dedup_ttl is not None:
-            ttl = validate_seconds(
-                settings.QUEUE_DEDUP_TTL if dedup_ttl is None else dedup_ttl,
-                "dedup_ttl",
-                allow_zero=False,
-            )
-        if wait_replicas is None:
-            wait_replicas = settings.QUEUE_WAIT_REPLICAS
-        if type(wait_replicas) is not int or wait_replicas < 0:
-            check_count(wait_replicas, "wait_replicas")
-        if wait_replicas or wait_timeout is not None:
-            wait_timeout = validate_seconds(
-                settings.QUEUE_WAIT_TIMEOUT if wait_timeout is None else wait_timeout,
-                "wait_timeout",
-                allow_zero=False,
-            )
+        # The options an enqueue seldom has are checked apart (``_options``).
+        dedup_key, dedup, ttl, replicas = (
+            _options(self.group, dedup_key, dedup_ttl, wait_replicas, wait_timeout)
+            if dedup_key is not None
+            or dedup_ttl is not None
+            or wait_replicas is not None
+            or wait_timeout is not None
+            or settings.QUEUE_WAIT_REPLICAS
+            else _NO_OPTIONS
+        )
         if task_id is None:
             task_id = new_task_id()
             id_json = f'"{task_id}"'  # hex digits need no escaping
@@ -524,21 +564,14 @@ class TaskQueue:
             f'{{"id":{id_json},{head}{max_retries},"enqueued_at":{enqueued_at},'
             f'"ready_at":{ready_at},"kind":{_json_string(kind)}{dedup_member},{arguments}}}'
         )
-        keys = list(enqueue_keys)
+        # Sent only when one is needed: the common case passes four keys and four values.
+        delay_ms = int(delay * 1000) if delay else 0
+        keys = _delayed_keys(prefix, self.group) if delay_ms else enqueue_keys
+        argv: list[Any] = [task_id, body, queue, WAKE_CAP]
         if dedup is not None:
-            keys.append(dedup)
-        argv = [
-            task_id,
-            body,
-            queue,
-            int(delay * 1000) if delay else 0,
-            max(1, int(ttl * 1000)) if ttl else 1,
-            WAKE_CAP,
-        ]
-        if front:
-            argv.append(1)
-        # The timeout was checked above whenever replicas are awaited.
-        replicas = (wait_replicas, wait_timeout) if wait_replicas and wait_timeout else None
+            keys = (*keys, dedup)
+        if delay_ms or dedup is not None or front:
+            argv += [delay_ms, max(1, int(ttl * 1000)) if ttl else 1, 1 if front else 0]
         return _new_tuple(PreparedPush, (task_id, keys, argv, replicas))
 
     def _push(self, prepared: "PreparedPush") -> faces.Steps[str]:
@@ -546,19 +579,17 @@ class TaskQueue:
         then the group's registry note; return the id of the task holding the place."""
         script = faces.script("queue_enqueue", prepared.keys, prepared.argv)
         if prepared.replicas is None:
-            _stored, holder = yield script
+            reply = yield script
         else:
             # WAIT counts replica acknowledgements of its own connection's writes, so the
             # script and WAIT share one pipeline; on a cluster, that of the group's node.
             replicas, timeout = prepared.replicas
             wait = faces.command("execute_command", "WAIT", replicas, max(1, int(timeout * 1000)))
-            (_stored, holder), acknowledged = yield faces.pipeline(
-                [script, wait], key=prepared.keys[0]
-            )
+            reply, acknowledged = yield faces.pipeline([script, wait], key=prepared.keys[0])
             if acknowledged < replicas:
                 raise TaskNotReplicated(prepared.task_id, acknowledged, replicas, timeout)
         yield from registry.noting(COMPONENT, self.group)  # once the group exists
-        return holder.decode() if isinstance(holder, bytes) else str(holder)
+        return _holder(prepared, reply)
 
     def _send(self, prepared: "PreparedPush") -> str:
         """The sync face of ``_push``, its common case (no replicas awaited) without
@@ -567,10 +598,10 @@ class TaskQueue:
         client = self.client
         if prepared.replicas is not None:
             return faces.run(self._push(prepared), client)
-        _stored, holder = lua.call(client, "queue_enqueue", prepared.keys, prepared.argv)
+        reply = lua.call(client, "queue_enqueue", prepared.keys, prepared.argv)
         if not registry.recently_noted(client, COMPONENT, self.group):
             faces.run(registry.noting(COMPONENT, self.group), client)
-        return holder.decode() if isinstance(holder, bytes) else str(holder)
+        return _holder(prepared, reply)
 
     def validate(
         self, name: str, args: Any, kwargs: Any, queue: str
