@@ -12,7 +12,8 @@ a time in the worker (solo pool), no prefetch, each task acknowledged as it ends
 Sections, on the TCP loopback server:
 
 - throughput: no-op jobs, one worker; enqueue (jobs/s, one call at a time, queues taking
-  turns call by call, beside our enqueue script called bare: the floor of our enqueue) and
+  turns call by call in a new random order each turn, beside our enqueue script called
+  bare: the floor of our enqueue) and
   process (jobs/s from the worker's start to its last job's end);
 - two workers, jobs of 1 ms: process rate of two worker processes;
 - latency: from enqueue to the job's start, 100 jobs/s into a running idle worker;
@@ -33,6 +34,7 @@ import json
 import logging
 import multiprocessing
 import os
+import random
 import signal
 import statistics
 import threading
@@ -305,12 +307,18 @@ def start_and_work(work, jobs: int) -> float:
 
 
 def enqueue_rates(enqueuers: dict, jobs: dict[str, int], seconds: float = 0.0) -> dict:
-    """Enqueue every queue's jobs call by call in turn; return 1 / median time per call."""
+    """Enqueue every queue's jobs call by call in turn; return 1 / median time per call.
+
+    Each turn takes the queues in a new random order (seeded: the same in every run): a
+    call runs slower after a heavy peer's (its code and data leave the CPU caches), so
+    every queue follows every other equally often rather than always the same ones."""
     times: dict[str, list[float]] = {label: [] for label in enqueuers}
     clock = time.perf_counter
     order = list(enqueuers.items())
+    shuffle = random.Random(0).shuffle
     for index in range(max(jobs.values())):
-        for label, enqueue in order if index % 2 else reversed(order):
+        shuffle(order)
+        for label, enqueue in order:
             if index < jobs[label]:
                 started = clock()
                 enqueue(index, seconds)
@@ -425,8 +433,8 @@ def throughput(ctx: Context) -> list[Section]:
             ],
             notes=[
                 f"median of {ctx.repetitions} rounds; enqueue: the queues take turns call by "
-                "call, 1 / median time per call; process: the workers take turns, from the "
-                "worker's start to the end of its last job",
+                "call, in a new random order each turn, 1 / median time per call; process: "
+                "the workers take turns, from the worker's start to the end of its last job",
             ],
         ),
         Section(

@@ -375,6 +375,14 @@ def test_bad_input_is_refused_before_anything_is_written(redis_client, call, err
     assert redis_client.dbsize() == 0
 
 
+@pytest.mark.parametrize("setting", [False, -1, "1"])
+def test_a_bad_replica_setting_is_refused_at_enqueue(redis_client, settings, setting):
+    settings.REDISPARTS = {**settings.REDISPARTS, "QUEUE_WAIT_REPLICAS": setting}
+    with pytest.raises(InvalidTask, match="wait_replicas"):
+        record.enqueue("x")
+    assert redis_client.dbsize() == 0
+
+
 @pytest.mark.single_server  # servers of its own
 def test_enqueue_with_wait_returns_once_a_replica_has_the_task(redis_server_factory, tmp_path):
     master = redis_server_factory()

@@ -544,6 +544,7 @@ class TaskQueue:
             or wait_replicas is not None
             or wait_timeout is not None
             or settings.QUEUE_WAIT_REPLICAS
+            or type(settings.QUEUE_WAIT_REPLICAS) is not int  # False: checked, and refused
             else _NO_OPTIONS
         )
         if task_id is None:
