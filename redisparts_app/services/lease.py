@@ -115,7 +115,7 @@ def immediate_clients(client: Client) -> tuple[Any, Any]:
     return client, None
 
 
-class Holder:
+class LeaseHolder:
     """One holder's exclusive, expiring ownership of ``key`` for ``ttl`` seconds: what a
     ``Lease`` and a ``Lock`` (``services.locks``) share. Each builds on it its own
     acquire, extend and release; both are their own holder, so a ``with Lock(...)``
@@ -410,7 +410,7 @@ class Holder:
             self._confirmed_until = self.clock() + left
 
 
-class Lease(Holder):
+class Lease(LeaseHolder):
     """Exclusive, expiring ownership of ``key`` for ``ttl`` seconds.
 
     ``fence_key`` and ``signal_key`` (same hash tag as ``key``) turn on fencing

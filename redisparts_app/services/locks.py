@@ -78,7 +78,7 @@ from ..connection import Client, resolve_async_client, resolve_client
 from ..exceptions import InvalidArgument, LockNotOwned, LockTimeout
 from ..validation import check_count, check_seconds, to_ms
 from . import registry
-from .lease import SIGNAL_TTL_MS, Holder, immediate_clients, validate_heartbeat
+from .lease import SIGNAL_TTL_MS, LeaseHolder, immediate_clients, validate_heartbeat
 
 __all__ = [
     "FencedQuerySet",
@@ -135,7 +135,7 @@ def _check_arguments(given: tuple[Any, ...]) -> _Checked:
 _PLAIN_CLIENTS: set[type] = set()
 
 
-class Lock(Holder):
+class Lock(LeaseHolder):
     """A named distributed lock held for ``ttl`` seconds, waited for up to ``timeout``.
 
     ``auto_renew=True`` extends it every ``renew_interval`` seconds (default
@@ -143,7 +143,7 @@ class Lock(Holder):
     the lock is found lost, ``on_lost(lock)`` is called, then ``lock.lost`` set.
     ``clock`` measures the wait (monotonic seconds).
 
-    A Lock is its own lease holder (``lease.Holder``): ``token`` and ``fence`` are those
+    A Lock is its own lease holder (``lease.LeaseHolder``): ``token`` and ``fence`` are those
     of the current or last acquisition (None before the first); each acquisition draws
     a new token.
     """
@@ -151,7 +151,7 @@ class Lock(Holder):
     # The defaults of the options, as class attributes: a Lock is built per use, and
     # only what a caller sets differently is stored on it.
     auto_renew = False
-    renew_interval: float | None = None  # None: ttl/3 (``Holder.start_heartbeat``)
+    renew_interval: float | None = None  # None: ttl/3 (``LeaseHolder.start_heartbeat``)
     max_renewals: int | None = None
     # A token whose attempts all failed: it never reached Redis as the owner, so the next
     # attempt may use it again instead of drawing a new one (cheaper polling).
@@ -308,8 +308,8 @@ class Lock(Holder):
 
     def _take(self, wait: float) -> int:
         """Take the lock within ``wait`` seconds (checked), on the sync client: the first
-        attempt sent at once (``Holder._attempt_now``), and only a lock found held goes on
-        to the wait (``Holder._wait``)."""
+        attempt sent at once (``LeaseHolder._attempt_now``), and only a lock found held goes on
+        to the wait (``LeaseHolder._wait``)."""
         client = self.client
         last = self._arm()
         holder_pttl = self._attempt_now()
