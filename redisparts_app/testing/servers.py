@@ -356,6 +356,13 @@ class LocalCluster:
             with master.client() as client:
                 if client.info("replication").get("connected_slaves", 0) < self.replicas_count:
                     return False
+        # Every node lists each slot range's replicas too (gossip spreads the replica
+        # roles): a client reads its topology from one node's CLUSTER SLOTS.
+        for node in self.nodes:
+            with node.client() as client:
+                ranges = client.execute_command("CLUSTER SLOTS")
+            if any(len(entry) - 2 < 1 + self.replicas_count for entry in ranges):
+                return False
         return True
 
     def slot_owners(self) -> dict[int, RedisServer]:
