@@ -57,42 +57,69 @@ def test_book_scenario_both_members_fetch_the_same_messages(redis_client, face):
     assert svc.chat_members(chat) == {"jeff": 4, "jenny": 4, "joe": 0}
 
 
-def test_messages_read_by_every_member_are_deleted(redis_client, face):
+def held_ids(redis_client, chat: str) -> list[int]:
+    """The ids of the pending messages the chat holds."""
+    return [
+        int(id) for _, id in redis_client.zrange(chat_keys(chat)["msgs"], 0, -1, withscores=True)
+    ]
+
+
+def test_messages_read_by_every_member_leave_at_the_next_send_or_leave(redis_client, face):
     svc = face(chat_service)
     chat = svc.create_chat("joe", ["jeff", "jenny"], "one")
     svc.send_message(chat, "jeff", "two")
-    msgs = chat_keys(chat)["msgs"]
-    svc.fetch_pending_messages("joe")
-    svc.fetch_pending_messages("jeff")
-    assert redis_client.zcard(msgs) == 2
-    svc.fetch_pending_messages("jenny")
-    assert redis_client.zcard(msgs) == 0
+    for user in ("joe", "jeff", "jenny"):
+        svc.fetch_pending_messages(user)
+    # Every member has fetched both: they stay until the next send, read as gone.
+    assert held_ids(redis_client, chat) == [1, 2]
+    assert svc.read_messages(chat, "joe") == []
+    assert svc.unread_counts("joe") == {chat: 0}
     svc.send_message(chat, "jenny", "three")
+    assert held_ids(redis_client, chat) == [3]
     svc.fetch_pending_messages("joe")
-    assert redis_client.zrangebyscore(msgs, "-inf", "+inf", withscores=True)[0][1] == 3
-    # The last reader leaving counts as everyone having read.
+    # jenny has not fetched "three": jeff leaving keeps it; the last one to fetch it
+    # leaving counts as everyone having read it.
     svc.leave_chat(chat, "jeff")
+    assert held_ids(redis_client, chat) == [3]
     svc.leave_chat(chat, "jenny")
-    assert redis_client.zcard(msgs) == 0
+    assert held_ids(redis_client, chat) == []
 
 
-def test_held_messages_are_exactly_those_some_member_has_not_fetched(redis_client, face):
+def test_messages_a_member_has_not_fetched_are_never_deleted(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob", "cy"], "m1")
+    for n in range(2, 6):
+        svc.send_message(chat, "ann", f"m{n}")
+        svc.fetch_pending_messages("ann")
+        svc.fetch_pending_messages("bob")
+    svc.leave_chat(chat, "bob")
+    assert held_ids(redis_client, chat) == [1, 2, 3, 4, 5]  # cy fetched none of them
+    assert texts(svc.fetch_chat_messages(chat, "cy")) == ["m1", "m2", "m3", "m4", "m5"]
+    svc.send_message(chat, "ann", "m6")
+    assert held_ids(redis_client, chat) == [6]
+
+
+def test_held_messages_are_those_some_member_had_not_fetched_at_the_last_send(redis_client, face):
     svc = face(chat_service)
     # Members fetch in a random order, some several times between messages: after
-    # every step the chat holds exactly the messages above the lowest position.
+    # every step the chat holds exactly the messages above the lowest position as it
+    # was at the last send, and reads show those above the lowest position now.
     rng = random.Random(3)
     members = ["joe", "jeff", "jenny"]
     chat = svc.create_chat("joe", members[1:], "one")
-    msgs = chat_keys(chat)["msgs"]
+    at_send = 0
     for step in range(150):
         if rng.random() < 0.4:
+            at_send = min(svc.chat_members(chat).values())
             svc.send_message(chat, rng.choice(members), f"message {step}")
         else:
             svc.fetch_pending_messages(rng.choice(members))
-        lowest = min(svc.chat_members(chat).values())
-        held = [int(score) for _, score in redis_client.zrange(msgs, 0, -1, withscores=True)]
+        positions = svc.chat_members(chat)
         last = int(redis_client.get(chat_keys(chat)["ids"]))
-        assert held == list(range(lowest + 1, last + 1)), f"step {step}"
+        assert held_ids(redis_client, chat) == list(range(at_send + 1, last + 1)), f"step {step}"
+        unread = list(range(min(positions.values()) + 1, last + 1))
+        assert [m.id for m in svc.read_messages(chat, "joe")] == unread, f"step {step}"
+        assert svc.unread_counts("jeff") == {chat: last - positions["jeff"]}, f"step {step}"
 
 
 def test_last_member_leaving_deletes_every_key_of_the_chat(redis_client, face):
@@ -193,13 +220,13 @@ def test_history_keeps_what_every_member_has_fetched(redis_client, face):
     svc.send_message(chat, "bob", "m2")
     for user in ("ann", "bob"):
         svc.fetch_pending_messages(user)
-    assert redis_client.zcard(chat_keys(chat)["msgs"]) == 0  # the pending ones went
+    svc.send_message(chat, "ann", "m3")
+    assert held_ids(redis_client, chat) == [3]  # the pending ones every member fetched went
     for user in ("ann", "bob"):
-        assert texts(svc.read_history(chat, user)) == ["m1", "m2"]
-    [message] = svc.read_history(chat, "ann", 1)
+        assert texts(svc.read_history(chat, user)) == ["m1", "m2", "m3"]
+    [message] = svc.read_history(chat, "ann", 1, before=3)
     assert (message.id, message.sender, message.text) == (2, "bob", "m2")
     # Reading the history moves nobody: the next message is pending as before.
-    svc.send_message(chat, "ann", "m3")
     assert svc.unread_counts("bob") == {chat: 1}
     assert texts(svc.read_history(chat, "bob")) == ["m1", "m2", "m3"]
     assert texts(svc.fetch_chat_messages(chat, "bob")) == ["m3"]
@@ -247,6 +274,12 @@ def test_history_length_0_keeps_no_history(redis_client, face):
     assert summary.last is not None
     assert summary.last.text == "m2"
     assert texts(svc.fetch_chat_messages(chat, "bob")) == ["m1", "m2"]
+    # Once every member has fetched them they read as gone, though held until the next send.
+    svc.fetch_chat_messages(chat, "ann")
+    assert held_ids(redis_client, chat) == [1, 2]
+    assert [s.last for s in svc.chat_summaries("bob")] == [None]
+    svc.send_message(chat, "bob", "m3")
+    assert [s.last.text for s in svc.chat_summaries("ann")] == ["m3"]
 
 
 def test_history_age_limit_drops_old_messages_and_quiet_histories(redis_client, face):
@@ -529,47 +562,54 @@ def test_fetch_survives_a_script_flush(redis_client, face):
 SENDERS, READERS, PER_SENDER = 5, 3, 40
 
 
-def _chat_role(role: str, name: str, chat: str):
+def _chat_member(name: str, chat: str, sends: int) -> tuple[list[int], list[tuple]]:
+    """Send ``sends`` messages, fetching after each, then fetch until every message came."""
     client = get_redis()
-    if role == "send":
-        ids = []
-        for n in range(PER_SENDER):
-            ids.append(send_message(chat, name, f"{name} says {n}"))
-            client.incr("test:sent")
-        return ids
-    expected = 1 + SENDERS * PER_SENDER
-    received = []
-    deadline = time.monotonic() + 90
-    while len(received) < expected and time.monotonic() < deadline:
+    ids: list[int] = []
+    received: list[tuple] = []
+
+    def fetch() -> None:
         for chat_id, messages in fetch_pending_messages(name):
             assert chat_id == chat
             received.extend((m.id, m.sender, m.text) for m in messages)
+
+    for n in range(sends):
+        ids.append(send_message(chat, name, f"{name} says {n}"))
+        client.incr("test:sent")
+        fetch()
+    expected = 1 + SENDERS * PER_SENDER
+    deadline = time.monotonic() + 90
+    while len(received) < expected and time.monotonic() < deadline:
+        fetch()
         time.sleep(0.002)
-    return received
+    return ids, received
 
 
 @pytest.mark.slow
 def test_concurrent_senders_and_readers_deliver_every_message_once_in_order(redis_client):
+    # Every member fetches, the senders between their sends, so the sends delete what
+    # every member has fetched while others fetch: nobody may miss a message for it.
     senders = [f"s{n}" for n in range(SENDERS)]
     readers = [f"r{n}" for n in range(READERS)]
-    chat = create_chat("host", senders + readers, "welcome")
-    jobs = [("send", s, chat) for s in senders] + [("read", r, chat) for r in readers]
-    results = run_in_processes(_chat_role, jobs, timeout=120)
-    sent_ids = sorted(i for ids in results[:SENDERS] for i in ids)
+    chat = create_chat(readers[0], senders + readers[1:], "welcome")
+    jobs = [(s, chat, PER_SENDER) for s in senders] + [(r, chat, 0) for r in readers]
+    results = run_in_processes(_chat_member, jobs, timeout=120)
+    sent_ids = sorted(i for ids, _ in results[:SENDERS] for i in ids)
     total = 1 + SENDERS * PER_SENDER
     assert int(redis_client.get("test:sent")) == SENDERS * PER_SENDER
     assert sent_ids == list(range(2, total + 1))
     expected_texts = {
         i: (s, f"{s} says {n}")
-        for s, ids in zip(senders, results[:SENDERS], strict=True)
+        for s, (ids, _) in zip(senders, results[:SENDERS], strict=True)
         for n, i in enumerate(ids)
     }
-    for received in results[SENDERS:]:
+    for _, received in results:
         assert [i for i, _, _ in received] == list(range(1, total + 1))
-        assert received[0][1:] == ("host", "welcome")
+        assert received[0][1:] == (readers[0], "welcome")
         assert {i: (s, t) for i, s, t in received[1:]} == expected_texts
-    positions = chat_members(chat)
-    assert all(positions[r] == total for r in readers)
+    assert set(chat_members(chat).values()) == {total}
+    send_message(chat, readers[0], "every member has fetched the rest")
+    assert held_ids(redis_client, chat) == [total + 1]
 
 
 def _send_many(chat: str, sender: str, count: int) -> list[int]:

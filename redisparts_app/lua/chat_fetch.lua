@@ -1,5 +1,7 @@
--- chat_fetch.lua: take a member's pending messages of one or more chats, advance the
--- member's position in each past them and delete the messages every member has now read.
+-- chat_fetch.lua: take a member's pending messages of one or more chats and advance the
+-- member's position in each past them. The messages every member has read leave at the
+-- chat's next send or leave (chat_send, chat_leave), which keeps the fetch to three
+-- commands per chat.
 -- KEYS[2i-1] members zset of chat i: user -> last seen id (rp:chat:{id}:members)
 -- KEYS[2i]   messages zset of chat i (rp:chat:{id}:msgs)
 -- ARGV[1] user   ARGV[2] most messages to take per chat
@@ -10,31 +12,24 @@
 -- On a Redis Cluster the chats of one call share a slot; on one server any chats do.
 -- Arguments go to redis.call as the strings they are: a Lua number is turned into text
 -- with sprintf at every call, the most costly step of a command this small.
-local user, limit = ARGV[1], ARGV[2]
+local call, user, limit = redis.call, ARGV[1], ARGV[2]
 local counts, taken, n, t = {}, {}, 0, 0
 for k = 1, #KEYS, 2 do
-  local members, msgs = KEYS[k], KEYS[k + 1]
-  local seen = redis.call('zscore', members, user)
+  local members = KEYS[k]
+  local seen = call('zscore', members, user)
   n = n + 1
   if not seen then
-    counts[n] = redis.call('exists', members) == 0 and -2 or -1
+    counts[n] = call('exists', members) == 0 and -2 or -1
   else
-    local out = redis.call('zrangebyscore', msgs, '(' .. seen, '+inf', 'LIMIT', '0', limit)
+    local out = call('zrangebyscore', KEYS[k + 1], '(' .. seen, '+inf', 'LIMIT', '0', limit)
     local count = #out
     counts[n] = count
     if count > 0 then
+      local last = out[count]
       -- chat_send and chat_create write every message as '{"id":<id>,...'.
-      local last = string.match(out[count], '^{"id":(%d+)')
-      -- Messages up to the lowest position are deleted already (by every fetch or leave
-      -- that raised it); only a member alone at the lowest position raises it.
-      local alone = redis.call('zcount', members, '-inf', seen) == 1
-      redis.call('zadd', members, 'XX', last, user)
-      if alone then
-        local lowest = redis.call('zrange', members, '0', '0', 'WITHSCORES')
-        redis.call('zremrangebyscore', msgs, '-inf', lowest[2])
-      end
+      call('zadd', members, 'XX', string.match(last, '^{"id":(%d+)'), user)
       t = t + 1
-      taken[t] = table.concat(out, ',')
+      taken[t] = count == 1 and last or table.concat(out, ',')
     end
   end
 end

@@ -7,7 +7,8 @@ script in one Cluster slot; a user's list of chats has the user's tag::
 
     rp:chat:{<chat>}:members     zset member -> id of the last message they fetched
     rp:chat:{<chat>}:msgs        zset message JSON {id, sender, ts, text} -> id: the
-                                 messages some member has not fetched yet
+                                 pending messages, those after the lowest member
+                                 position as it was at the chat's last send or leave
     rp:chat:{<chat>}:ids         counter of the chat's message ids
     rp:chat:{<chat>}:history     zset message JSON -> id: the chat's last messages
     rp:chat:{<chat>}:joined      hash member -> id of the last message before they
@@ -20,8 +21,14 @@ Guarantees: a message gets its id and enters the pending messages and the histor
 in one script, so ids are strictly increasing and appear in order; fetching takes
 a member's pending messages and advances the member's position atomically per
 chat, so a member receives every message exactly once and in id order, even from
-two fetches at once. Pending messages every member has fetched are deleted. Only
-members read or post.
+two fetches at once. Pending messages every member has fetched are deleted by the
+chat's next send or leave, not by the fetch (which then costs three commands per
+chat): until then the chat holds at most the messages that some member had not
+fetched at its last send or leave, plus the message that send added; a message some
+member has not fetched is never deleted. Reads of the pending messages
+(``read_messages``, the newest message of ``chat_summaries`` without a history)
+skip those every member has fetched, so they answer as if those were gone; unread
+counts count from the member's own position. Only members read or post.
 
 History, apart from that: the last ``CHAT_HISTORY_LENGTH`` messages of each chat
 (0 keeps none), younger than ``CHAT_HISTORY_DAYS`` days when that is not 0, read
@@ -328,20 +335,20 @@ def _fetch_pending_messages(user: str) -> faces.Steps[list[tuple[str, list[ChatM
     groups = by_slot(client, chats, lambda chat: make_key(COMPONENT, chat))  # the chat's slot
     limit = _fetch_limit()
     calls = [(_fetch_keys(*group), [user, limit]) for group in groups]
-    chats = [chat for group in groups for chat in group]
     # Each group's reply: the count taken per chat (or a negative code), then the
     # messages taken, joined.
     replies = yield faces.scripts("chat_fetch", calls)
-    counts = [count for reply in replies for count in reply[:-1]]
-    gone = [chat for chat, count in zip(chats, counts, strict=True) if count < 0]
+    messages = _decode([reply[-1] for reply in replies if reply[-1]])
+    fetched, gone, start = [], [], 0
+    for group, reply in zip(groups, replies, strict=True):
+        for chat, count in zip(group, reply[:-1], strict=True):
+            if count > 0:
+                fetched.append((chat, messages[start : start + count]))
+                start += count
+            elif count < 0:
+                gone.append(chat)
     if gone:  # left or deleted since: the seen entries are stale
         yield faces.command("zrem", key, *gone)
-    messages = _decode([reply[-1] for reply in replies if reply[-1]])
-    fetched, start = [], 0
-    for chat, count in zip(chats, counts, strict=True):
-        if count > 0:
-            fetched.append((chat, messages[start : start + count]))
-            start += count
     return fetched
 
 
