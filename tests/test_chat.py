@@ -1,8 +1,10 @@
+import asyncio
 import random
 import time
 
 import pytest
 import redis
+import redis.asyncio
 from django.test import override_settings
 from redis.cluster import ClusterNode, RedisCluster
 
@@ -24,9 +26,12 @@ from redisparts_app.services.chat import (
     chat_summaries,
     create_chat,
     fetch_pending_messages,
+    join_chat,
+    leave_chat,
     read_history,
     seen_key,
     send_message,
+    user_chats,
 )
 from tests.processes import run_in_processes
 
@@ -526,28 +531,177 @@ def counting_client(client) -> tuple[redis.Redis | RedisCluster, list[int]]:
     return counting, sent
 
 
-def round_trips_of_a_fetch(redis_client, user: str, chats: int) -> tuple[int, int]:
-    for n in range(chats):
-        create_chat("owner", [user], f"first of {n}", chat_id=f"{user}-{n}")
+def round_trips_of_fetches(redis_client, user: str, chats: int) -> tuple[int, int, int]:
+    """The round trips of ``user``'s first fetch, of the next (a new message in each chat)
+    and of one with nothing new, through one client."""
+    names = [f"{user}-{n}" for n in range(chats)]
+    for name in names:
+        create_chat("owner", [user], f"first of {name}", chat_id=name)
     redis_client.script_load(lua.source("chat_fetch"))  # on every primary: no NOSCRIPT retry
     client, sent = counting_client(redis_client)
-    fetched = fetch_pending_messages(user, client=client)
-    assert len(fetched) == chats
-    with_messages = sent[0]
-    sent[0] = 0
-    assert fetch_pending_messages(user, client=client) == []
-    return with_messages, sent[0]
+    chat_service._known_chats.clear()  # as in a process that has not fetched yet
+    first = fetch_pending_messages(user, client=client)
+    assert len(first) == chats
+    trips = [sent[0]]
+    for name in names:
+        send_message(name, "owner", "next")
+    for expected in (chats, 0):
+        sent[0] = 0
+        assert len(fetch_pending_messages(user, client=client)) == expected
+        trips.append(sent[0])
+    return trips[0], trips[1], trips[2]
 
 
 def test_fetch_costs_a_constant_number_of_round_trips_for_1_and_50_chats(redis_client):
-    one = round_trips_of_a_fetch(redis_client, "solo", 1)
-    fifty = round_trips_of_a_fetch(redis_client, "busy", 50)
-    # Read the chats, then one script over them, with or without new messages.
-    assert one == (2, 2)
-    # One pipeline of scripts per server holding chats: every primary of a cluster.
-    servers = len({slot_client(redis_client, chat_keys(f"busy-{n}")["msgs"]) for n in range(50)})
-    assert servers == (3 if isinstance(redis_client, RedisCluster) else 1)
-    assert fifty == (1 + servers, 1 + servers)
+    one = round_trips_of_fetches(redis_client, "solo", 1)
+    fifty = round_trips_of_fetches(redis_client, "busy", 50)
+    if isinstance(redis_client, RedisCluster):
+        # Read the chats, then one pipeline of scripts per primary holding chats.
+        servers = {slot_client(redis_client, chat_keys(f"busy-{n}")["msgs"]) for n in range(50)}
+        assert len(servers) == 3
+        assert one == (2, 2, 2)
+        assert fifty == (4, 4, 4)
+    else:
+        # Read the chats, then one script over them; then one script, which checks the
+        # list of chats the process saw, with or without new messages.
+        assert one == fifty == (2, 1, 1)
+
+
+@pytest.fixture(params=["sync", "async"])
+def counted_fetch(request, redis_client, redis_url):
+    """``fetch_pending_messages`` through a client of its own that counts the requests it
+    sends (round trips), on either face: yields (fetch(user), [count]).
+
+    The process has not fetched yet: a client of an earlier test may have had the
+    same id (the chats it remembers would be checked, but the count would differ).
+    """
+    chat_service._known_chats.clear()
+    if request.param == "sync":
+        client, sent = counting_client(redis_client)
+        yield (lambda user: fetch_pending_messages(user, client=client)), sent
+        return
+    pool = redis.asyncio.ConnectionPool.from_url(redis_url)
+    sent = [0]
+
+    class CountingConnection(pool.connection_class):
+        async def send_packed_command(self, command, check_health=True):
+            sent[0] += 1
+            return await super().send_packed_command(command, check_health)
+
+    pool.connection_class = CountingConnection
+    aclient = redis.asyncio.Redis(connection_pool=pool)
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(aclient.ping())
+    sent[0] = 0
+
+    def fetch(user):
+        return loop.run_until_complete(chat_service.afetch_pending_messages(user, client=aclient))
+
+    try:
+        yield fetch, sent
+    finally:
+        loop.run_until_complete(aclient.aclose())
+        loop.close()
+
+
+def fetch_counted(counted_fetch, user: str) -> tuple[dict[str, list[str]], int]:
+    """The texts ``user`` fetched per chat, and the round trips it took."""
+    fetch, sent = counted_fetch
+    sent[0] = 0
+    fetched = {chat: texts(messages) for chat, messages in fetch(user)}
+    return fetched, sent[0]
+
+
+@pytest.mark.single_server
+def test_a_fetch_takes_one_round_trip_once_the_process_saw_the_chats(counted_fetch):
+    chats = [create_chat("owner", ["ann"], f"hi {n}", chat_id=f"c{n}") for n in range(3)]
+    assert fetch_counted(counted_fetch, "ann") == ({c: [f"hi {n}"] for n, c in enumerate(chats)}, 2)
+    send_message("c1", "owner", "more")
+    assert fetch_counted(counted_fetch, "ann") == ({"c1": ["more"]}, 1)
+    assert fetch_counted(counted_fetch, "ann") == ({}, 1)
+    # A user without chats: read the list, then the script checks that it is still empty.
+    assert fetch_counted(counted_fetch, "carl") == ({}, 1)
+    assert fetch_counted(counted_fetch, "carl") == ({}, 1)
+    create_chat("owner", ["carl"], "hi carl", chat_id="for-carl")
+    assert fetch_counted(counted_fetch, "carl") == ({"for-carl": ["hi carl"]}, 2)
+    assert fetch_counted(counted_fetch, "carl") == ({}, 1)
+
+
+def _change_anns_chats() -> None:
+    """Another process: a chat made with ann, a chat she joins, one she leaves."""
+    create_chat("owner", ["ann"], "made with ann", chat_id="made")
+    create_chat("owner", ["bob"], "before ann", chat_id="joined")
+    join_chat("joined", "ann")
+    send_message("joined", "owner", "after ann joined")
+    leave_chat("left", "ann")
+    send_message("left", "owner", "after ann left")
+    send_message("kept", "owner", "still for ann")
+
+
+@pytest.mark.single_server
+def test_chats_changed_by_another_process_come_with_the_next_fetch(counted_fetch):
+    for chat in ("kept", "left"):
+        create_chat("owner", ["ann"], f"first in {chat}", chat_id=chat)
+    assert fetch_counted(counted_fetch, "ann") == (
+        {"kept": ["first in kept"], "left": ["first in left"]},
+        2,
+    )
+    run_in_processes(_change_anns_chats, [()])
+    # The list the process saw is stale: the script names the chats, the fetch is sent again.
+    fetched = {
+        "joined": ["after ann joined"],
+        "kept": ["still for ann"],
+        "made": ["made with ann"],
+    }
+    assert fetch_counted(counted_fetch, "ann") == (fetched, 2)
+    assert fetch_counted(counted_fetch, "ann") == ({}, 1)
+    assert sorted(user_chats("ann")) == ["joined", "kept", "made"]
+
+
+@pytest.mark.single_server
+def test_a_chat_deleted_meanwhile_leaves_the_fetch_and_the_list(redis_client, counted_fetch):
+    for chat in ("gone", "kept"):
+        create_chat("owner", ["ann"], f"first in {chat}", chat_id=chat)
+    assert fetch_counted(counted_fetch, "ann")[1] == 2
+    send_message("gone", "owner", "never fetched")
+    redis_client.delete(*chat_keys("gone").values())  # ann's list still names it
+    send_message("kept", "owner", "for ann")
+    # One script (the list is as the process saw it), then removing the chat from it.
+    assert fetch_counted(counted_fetch, "ann") == ({"kept": ["for ann"]}, 2)
+    assert user_chats("ann") == ["kept"]
+    assert fetch_counted(counted_fetch, "ann") == ({}, 1)
+
+
+@pytest.mark.single_server
+def test_users_of_one_process_fetch_their_own_chats(counted_fetch):
+    create_chat("owner", ["ann"], "for ann", chat_id="a")
+    create_chat("owner", ["ann", "bob"], "for both", chat_id="both")
+    create_chat("owner", ["bob"], "for bob", chat_id="b")
+    assert fetch_counted(counted_fetch, "ann") == ({"a": ["for ann"], "both": ["for both"]}, 2)
+    assert fetch_counted(counted_fetch, "bob") == ({"b": ["for bob"], "both": ["for both"]}, 2)
+    for turn in range(3):
+        for chat in ("a", "both", "b"):
+            send_message(chat, "owner", f"{chat} {turn}")
+        ann = {"a": [f"a {turn}"], "both": [f"both {turn}"]}
+        bob = {"b": [f"b {turn}"], "both": [f"both {turn}"]}
+        assert fetch_counted(counted_fetch, "ann") == (ann, 1)
+        assert fetch_counted(counted_fetch, "bob") == (bob, 1)
+
+
+def test_a_new_key_prefix_fetches_its_own_chats(settings, face):
+    svc = face(chat_service)
+    svc.create_chat("owner", ["ann"], "under rp", chat_id="room")
+    [(chat, messages)] = svc.fetch_pending_messages("ann")
+    assert (chat, texts(messages)) == ("room", ["under rp"])
+    svc.send_message("room", "owner", "rp again")
+    with override_settings(REDISPARTS={**settings.REDISPARTS, "KEY_PREFIX": "other"}):
+        # The same chat id under the other prefix: other keys, another chat.
+        svc.create_chat("owner", ["ann"], "under other", chat_id="room")
+        [(chat, messages)] = svc.fetch_pending_messages("ann")
+        assert (chat, texts(messages)) == ("room", ["under other"])
+        assert svc.fetch_pending_messages("ann") == []
+    [(chat, messages)] = svc.fetch_pending_messages("ann")
+    assert (chat, texts(messages)) == ("room", ["rp again"])
 
 
 def test_fetch_survives_a_script_flush(redis_client, face):

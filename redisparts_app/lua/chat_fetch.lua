@@ -5,6 +5,11 @@
 -- KEYS[2i-1] members zset of chat i: user -> last seen id (rp:chat:{id}:members)
 -- KEYS[2i]   messages zset of chat i (rp:chat:{id}:msgs)
 -- ARGV[1] user   ARGV[2] most messages to take per chat
+-- Or, on one server, the user's own list first (an odd number of KEYS): KEYS[1] the user's zset of chats
+-- (rp:chat_user:{user}:seen), then the chats' keys as above, and ARGV[3] the ids of those
+-- chats joined by ':', in the zset's order. When the zset lists other chats (it changed
+-- since the caller read it), nothing is taken and the reply is {-3, chat id, ...}: the
+-- chats it lists.
 -- Returns one flat array: for each chat, in KEYS order, the number of messages taken
 -- (-1 when the user is not a member, -2 when the chat does not exist), then the JSON
 -- of every message taken, chat after chat, joined by ',' (a JSON array's body). Flat
@@ -13,8 +18,17 @@
 -- Arguments go to redis.call as the strings they are: a Lua number is turned into text
 -- with sprintf at every call, the most costly step of a command this small.
 local call, user, limit = redis.call, ARGV[1], ARGV[2]
+local first = 1
+if #KEYS % 2 == 1 then
+  local chats = call('zrange', KEYS[1], '0', '-1')
+  if table.concat(chats, ':') ~= ARGV[3] then  -- chat ids have no ':'
+    table.insert(chats, 1, -3)
+    return chats
+  end
+  first = 2
+end
 local counts, taken, n, t = {}, {}, 0, 0
-for k = 1, #KEYS, 2 do
+for k = first, #KEYS, 2 do
   local members = KEYS[k]
   local seen = call('zscore', members, user)
   n = n + 1
