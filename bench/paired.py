@@ -2,8 +2,10 @@
 
 On a shared 2-core machine a call is now and then preempted for milliseconds, so
 the mean time per call over a window swings with the load of the moment.
-``interleaved`` calls the variants one call each in turn (A, B, B, A, A, B …) and keeps
-the median time per call, which keeps that noise out of the figures and ratios.
+``interleaved`` calls the variants one call each per turn, in an order that changes
+from turn to turn so that each variant takes every place in a turn equally often (for
+two: A B, B A, B A, A B, …), and keeps the median time per call, which keeps that
+noise out of the figures and ratios.
 """
 
 import statistics
@@ -22,21 +24,28 @@ def interleaved(
     """Measure calls per second of each variant as 1 / its median time per call.
 
     ``calls[name](i)`` is called with a running number, one variant after the
-    other, for ``seconds`` per round; ``prepare(i)``, when given, runs untimed
+    other, for ``seconds`` per round: in any 2n turns of n variants, each variant is
+    called twice at each place in the turn. ``prepare(i)``, when given, runs untimed
     before each turn. Returns one figure per variant and round, as ``alternate``.
     """
     rounds = []
     clock = time.perf_counter
     number = 0
-    # Every other turn in reverse order, so no variant always follows the same one.
-    orders = (list(calls.items()), list(calls.items())[::-1])
+    # Turn k calls the variants in their order rotated by k // 2, reversed on odd turns:
+    # over 2n turns each of n variants takes each position twice, and follows the
+    # variant before it in the order as often as the one after it.
+    items = list(calls.items())
+    orders = []
+    for shift in range(len(items)):
+        rotated = items[shift:] + items[:shift]
+        orders += (rotated, rotated[::-1])
     for _ in range(repetitions):
         samples: dict[str, list[float]] = {name: [] for name in calls}
         end = clock() + seconds
         while clock() < end:
             if prepare is not None:
                 prepare(number)
-            for name, call in orders[number % 2]:
+            for name, call in orders[number % len(orders)]:
                 start = clock()
                 call(number)
                 samples[name].append(clock() - start)

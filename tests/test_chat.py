@@ -1,8 +1,10 @@
+import asyncio
 import random
 import time
 
 import pytest
 import redis
+import redis.asyncio
 from django.test import override_settings
 from redis.cluster import ClusterNode, RedisCluster
 
@@ -24,9 +26,12 @@ from redisparts_app.services.chat import (
     chat_summaries,
     create_chat,
     fetch_pending_messages,
+    join_chat,
+    leave_chat,
     read_history,
     seen_key,
     send_message,
+    user_chats,
 )
 from tests.processes import run_in_processes
 
@@ -57,42 +62,69 @@ def test_book_scenario_both_members_fetch_the_same_messages(redis_client, face):
     assert svc.chat_members(chat) == {"jeff": 4, "jenny": 4, "joe": 0}
 
 
-def test_messages_read_by_every_member_are_deleted(redis_client, face):
+def held_ids(redis_client, chat: str) -> list[int]:
+    """The ids of the pending messages the chat holds."""
+    return [
+        int(id) for _, id in redis_client.zrange(chat_keys(chat)["msgs"], 0, -1, withscores=True)
+    ]
+
+
+def test_messages_read_by_every_member_leave_at_the_next_send_or_leave(redis_client, face):
     svc = face(chat_service)
     chat = svc.create_chat("joe", ["jeff", "jenny"], "one")
     svc.send_message(chat, "jeff", "two")
-    msgs = chat_keys(chat)["msgs"]
-    svc.fetch_pending_messages("joe")
-    svc.fetch_pending_messages("jeff")
-    assert redis_client.zcard(msgs) == 2
-    svc.fetch_pending_messages("jenny")
-    assert redis_client.zcard(msgs) == 0
+    for user in ("joe", "jeff", "jenny"):
+        svc.fetch_pending_messages(user)
+    # Every member has fetched both: they stay until the next send, read as gone.
+    assert held_ids(redis_client, chat) == [1, 2]
+    assert svc.read_messages(chat, "joe") == []
+    assert svc.unread_counts("joe") == {chat: 0}
     svc.send_message(chat, "jenny", "three")
+    assert held_ids(redis_client, chat) == [3]
     svc.fetch_pending_messages("joe")
-    assert redis_client.zrangebyscore(msgs, "-inf", "+inf", withscores=True)[0][1] == 3
-    # The last reader leaving counts as everyone having read.
+    # jenny has not fetched "three": jeff leaving keeps it; the last one to fetch it
+    # leaving counts as everyone having read it.
     svc.leave_chat(chat, "jeff")
+    assert held_ids(redis_client, chat) == [3]
     svc.leave_chat(chat, "jenny")
-    assert redis_client.zcard(msgs) == 0
+    assert held_ids(redis_client, chat) == []
 
 
-def test_held_messages_are_exactly_those_some_member_has_not_fetched(redis_client, face):
+def test_messages_a_member_has_not_fetched_are_never_deleted(redis_client, face):
+    svc = face(chat_service)
+    chat = svc.create_chat("ann", ["bob", "cy"], "m1")
+    for n in range(2, 6):
+        svc.send_message(chat, "ann", f"m{n}")
+        svc.fetch_pending_messages("ann")
+        svc.fetch_pending_messages("bob")
+    svc.leave_chat(chat, "bob")
+    assert held_ids(redis_client, chat) == [1, 2, 3, 4, 5]  # cy fetched none of them
+    assert texts(svc.fetch_chat_messages(chat, "cy")) == ["m1", "m2", "m3", "m4", "m5"]
+    svc.send_message(chat, "ann", "m6")
+    assert held_ids(redis_client, chat) == [6]
+
+
+def test_held_messages_are_those_some_member_had_not_fetched_at_the_last_send(redis_client, face):
     svc = face(chat_service)
     # Members fetch in a random order, some several times between messages: after
-    # every step the chat holds exactly the messages above the lowest position.
+    # every step the chat holds exactly the messages above the lowest position as it
+    # was at the last send, and reads show those above the lowest position now.
     rng = random.Random(3)
     members = ["joe", "jeff", "jenny"]
     chat = svc.create_chat("joe", members[1:], "one")
-    msgs = chat_keys(chat)["msgs"]
+    at_send = 0
     for step in range(150):
         if rng.random() < 0.4:
+            at_send = min(svc.chat_members(chat).values())
             svc.send_message(chat, rng.choice(members), f"message {step}")
         else:
             svc.fetch_pending_messages(rng.choice(members))
-        lowest = min(svc.chat_members(chat).values())
-        held = [int(score) for _, score in redis_client.zrange(msgs, 0, -1, withscores=True)]
+        positions = svc.chat_members(chat)
         last = int(redis_client.get(chat_keys(chat)["ids"]))
-        assert held == list(range(lowest + 1, last + 1)), f"step {step}"
+        assert held_ids(redis_client, chat) == list(range(at_send + 1, last + 1)), f"step {step}"
+        unread = list(range(min(positions.values()) + 1, last + 1))
+        assert [m.id for m in svc.read_messages(chat, "joe")] == unread, f"step {step}"
+        assert svc.unread_counts("jeff") == {chat: last - positions["jeff"]}, f"step {step}"
 
 
 def test_last_member_leaving_deletes_every_key_of_the_chat(redis_client, face):
@@ -193,13 +225,13 @@ def test_history_keeps_what_every_member_has_fetched(redis_client, face):
     svc.send_message(chat, "bob", "m2")
     for user in ("ann", "bob"):
         svc.fetch_pending_messages(user)
-    assert redis_client.zcard(chat_keys(chat)["msgs"]) == 0  # the pending ones went
+    svc.send_message(chat, "ann", "m3")
+    assert held_ids(redis_client, chat) == [3]  # the pending ones every member fetched went
     for user in ("ann", "bob"):
-        assert texts(svc.read_history(chat, user)) == ["m1", "m2"]
-    [message] = svc.read_history(chat, "ann", 1)
+        assert texts(svc.read_history(chat, user)) == ["m1", "m2", "m3"]
+    [message] = svc.read_history(chat, "ann", 1, before=3)
     assert (message.id, message.sender, message.text) == (2, "bob", "m2")
     # Reading the history moves nobody: the next message is pending as before.
-    svc.send_message(chat, "ann", "m3")
     assert svc.unread_counts("bob") == {chat: 1}
     assert texts(svc.read_history(chat, "bob")) == ["m1", "m2", "m3"]
     assert texts(svc.fetch_chat_messages(chat, "bob")) == ["m3"]
@@ -247,6 +279,12 @@ def test_history_length_0_keeps_no_history(redis_client, face):
     assert summary.last is not None
     assert summary.last.text == "m2"
     assert texts(svc.fetch_chat_messages(chat, "bob")) == ["m1", "m2"]
+    # Once every member has fetched them they read as gone, though held until the next send.
+    svc.fetch_chat_messages(chat, "ann")
+    assert held_ids(redis_client, chat) == [1, 2]
+    assert [s.last for s in svc.chat_summaries("bob")] == [None]
+    svc.send_message(chat, "bob", "m3")
+    assert [s.last.text for s in svc.chat_summaries("ann")] == ["m3"]
 
 
 def test_history_age_limit_drops_old_messages_and_quiet_histories(redis_client, face):
@@ -493,28 +531,177 @@ def counting_client(client) -> tuple[redis.Redis | RedisCluster, list[int]]:
     return counting, sent
 
 
-def round_trips_of_a_fetch(redis_client, user: str, chats: int) -> tuple[int, int]:
-    for n in range(chats):
-        create_chat("owner", [user], f"first of {n}", chat_id=f"{user}-{n}")
+def round_trips_of_fetches(redis_client, user: str, chats: int) -> tuple[int, int, int]:
+    """The round trips of ``user``'s first fetch, of the next (a new message in each chat)
+    and of one with nothing new, through one client."""
+    names = [f"{user}-{n}" for n in range(chats)]
+    for name in names:
+        create_chat("owner", [user], f"first of {name}", chat_id=name)
     redis_client.script_load(lua.source("chat_fetch"))  # on every primary: no NOSCRIPT retry
     client, sent = counting_client(redis_client)
-    fetched = fetch_pending_messages(user, client=client)
-    assert len(fetched) == chats
-    with_messages = sent[0]
-    sent[0] = 0
-    assert fetch_pending_messages(user, client=client) == []
-    return with_messages, sent[0]
+    chat_service._known_chats.clear()  # as in a process that has not fetched yet
+    first = fetch_pending_messages(user, client=client)
+    assert len(first) == chats
+    trips = [sent[0]]
+    for name in names:
+        send_message(name, "owner", "next")
+    for expected in (chats, 0):
+        sent[0] = 0
+        assert len(fetch_pending_messages(user, client=client)) == expected
+        trips.append(sent[0])
+    return trips[0], trips[1], trips[2]
 
 
 def test_fetch_costs_a_constant_number_of_round_trips_for_1_and_50_chats(redis_client):
-    one = round_trips_of_a_fetch(redis_client, "solo", 1)
-    fifty = round_trips_of_a_fetch(redis_client, "busy", 50)
-    # Read the chats, then one script over them, with or without new messages.
-    assert one == (2, 2)
-    # One pipeline of scripts per server holding chats: every primary of a cluster.
-    servers = len({slot_client(redis_client, chat_keys(f"busy-{n}")["msgs"]) for n in range(50)})
-    assert servers == (3 if isinstance(redis_client, RedisCluster) else 1)
-    assert fifty == (1 + servers, 1 + servers)
+    one = round_trips_of_fetches(redis_client, "solo", 1)
+    fifty = round_trips_of_fetches(redis_client, "busy", 50)
+    if isinstance(redis_client, RedisCluster):
+        # Read the chats, then one pipeline of scripts per primary holding chats.
+        servers = {slot_client(redis_client, chat_keys(f"busy-{n}")["msgs"]) for n in range(50)}
+        assert len(servers) == 3
+        assert one == (2, 2, 2)
+        assert fifty == (4, 4, 4)
+    else:
+        # Read the chats, then one script over them; then one script, which checks the
+        # list of chats the process saw, with or without new messages.
+        assert one == fifty == (2, 1, 1)
+
+
+@pytest.fixture(params=["sync", "async"])
+def counted_fetch(request, redis_client, redis_url):
+    """``fetch_pending_messages`` through a client of its own that counts the requests it
+    sends (round trips), on either face: yields (fetch(user), [count]).
+
+    The process has not fetched yet: a client of an earlier test may have had the
+    same id (the chats it remembers would be checked, but the count would differ).
+    """
+    chat_service._known_chats.clear()
+    if request.param == "sync":
+        client, sent = counting_client(redis_client)
+        yield (lambda user: fetch_pending_messages(user, client=client)), sent
+        return
+    pool = redis.asyncio.ConnectionPool.from_url(redis_url)
+    sent = [0]
+
+    class CountingConnection(pool.connection_class):
+        async def send_packed_command(self, command, check_health=True):
+            sent[0] += 1
+            return await super().send_packed_command(command, check_health)
+
+    pool.connection_class = CountingConnection
+    aclient = redis.asyncio.Redis(connection_pool=pool)
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(aclient.ping())
+    sent[0] = 0
+
+    def fetch(user):
+        return loop.run_until_complete(chat_service.afetch_pending_messages(user, client=aclient))
+
+    try:
+        yield fetch, sent
+    finally:
+        loop.run_until_complete(aclient.aclose())
+        loop.close()
+
+
+def fetch_counted(counted_fetch, user: str) -> tuple[dict[str, list[str]], int]:
+    """The texts ``user`` fetched per chat, and the round trips it took."""
+    fetch, sent = counted_fetch
+    sent[0] = 0
+    fetched = {chat: texts(messages) for chat, messages in fetch(user)}
+    return fetched, sent[0]
+
+
+@pytest.mark.single_server
+def test_a_fetch_takes_one_round_trip_once_the_process_saw_the_chats(counted_fetch):
+    chats = [create_chat("owner", ["ann"], f"hi {n}", chat_id=f"c{n}") for n in range(3)]
+    assert fetch_counted(counted_fetch, "ann") == ({c: [f"hi {n}"] for n, c in enumerate(chats)}, 2)
+    send_message("c1", "owner", "more")
+    assert fetch_counted(counted_fetch, "ann") == ({"c1": ["more"]}, 1)
+    assert fetch_counted(counted_fetch, "ann") == ({}, 1)
+    # A user without chats: read the list, then the script checks that it is still empty.
+    assert fetch_counted(counted_fetch, "carl") == ({}, 1)
+    assert fetch_counted(counted_fetch, "carl") == ({}, 1)
+    create_chat("owner", ["carl"], "hi carl", chat_id="for-carl")
+    assert fetch_counted(counted_fetch, "carl") == ({"for-carl": ["hi carl"]}, 2)
+    assert fetch_counted(counted_fetch, "carl") == ({}, 1)
+
+
+def _change_anns_chats() -> None:
+    """Another process: a chat made with ann, a chat she joins, one she leaves."""
+    create_chat("owner", ["ann"], "made with ann", chat_id="made")
+    create_chat("owner", ["bob"], "before ann", chat_id="joined")
+    join_chat("joined", "ann")
+    send_message("joined", "owner", "after ann joined")
+    leave_chat("left", "ann")
+    send_message("left", "owner", "after ann left")
+    send_message("kept", "owner", "still for ann")
+
+
+@pytest.mark.single_server
+def test_chats_changed_by_another_process_come_with_the_next_fetch(counted_fetch):
+    for chat in ("kept", "left"):
+        create_chat("owner", ["ann"], f"first in {chat}", chat_id=chat)
+    assert fetch_counted(counted_fetch, "ann") == (
+        {"kept": ["first in kept"], "left": ["first in left"]},
+        2,
+    )
+    run_in_processes(_change_anns_chats, [()])
+    # The list the process saw is stale: the script names the chats, the fetch is sent again.
+    fetched = {
+        "joined": ["after ann joined"],
+        "kept": ["still for ann"],
+        "made": ["made with ann"],
+    }
+    assert fetch_counted(counted_fetch, "ann") == (fetched, 2)
+    assert fetch_counted(counted_fetch, "ann") == ({}, 1)
+    assert sorted(user_chats("ann")) == ["joined", "kept", "made"]
+
+
+@pytest.mark.single_server
+def test_a_chat_deleted_meanwhile_leaves_the_fetch_and_the_list(redis_client, counted_fetch):
+    for chat in ("gone", "kept"):
+        create_chat("owner", ["ann"], f"first in {chat}", chat_id=chat)
+    assert fetch_counted(counted_fetch, "ann")[1] == 2
+    send_message("gone", "owner", "never fetched")
+    redis_client.delete(*chat_keys("gone").values())  # ann's list still names it
+    send_message("kept", "owner", "for ann")
+    # One script (the list is as the process saw it), then removing the chat from it.
+    assert fetch_counted(counted_fetch, "ann") == ({"kept": ["for ann"]}, 2)
+    assert user_chats("ann") == ["kept"]
+    assert fetch_counted(counted_fetch, "ann") == ({}, 1)
+
+
+@pytest.mark.single_server
+def test_users_of_one_process_fetch_their_own_chats(counted_fetch):
+    create_chat("owner", ["ann"], "for ann", chat_id="a")
+    create_chat("owner", ["ann", "bob"], "for both", chat_id="both")
+    create_chat("owner", ["bob"], "for bob", chat_id="b")
+    assert fetch_counted(counted_fetch, "ann") == ({"a": ["for ann"], "both": ["for both"]}, 2)
+    assert fetch_counted(counted_fetch, "bob") == ({"b": ["for bob"], "both": ["for both"]}, 2)
+    for turn in range(3):
+        for chat in ("a", "both", "b"):
+            send_message(chat, "owner", f"{chat} {turn}")
+        ann = {"a": [f"a {turn}"], "both": [f"both {turn}"]}
+        bob = {"b": [f"b {turn}"], "both": [f"both {turn}"]}
+        assert fetch_counted(counted_fetch, "ann") == (ann, 1)
+        assert fetch_counted(counted_fetch, "bob") == (bob, 1)
+
+
+def test_a_new_key_prefix_fetches_its_own_chats(settings, face):
+    svc = face(chat_service)
+    svc.create_chat("owner", ["ann"], "under rp", chat_id="room")
+    [(chat, messages)] = svc.fetch_pending_messages("ann")
+    assert (chat, texts(messages)) == ("room", ["under rp"])
+    svc.send_message("room", "owner", "rp again")
+    with override_settings(REDISPARTS={**settings.REDISPARTS, "KEY_PREFIX": "other"}):
+        # The same chat id under the other prefix: other keys, another chat.
+        svc.create_chat("owner", ["ann"], "under other", chat_id="room")
+        [(chat, messages)] = svc.fetch_pending_messages("ann")
+        assert (chat, texts(messages)) == ("room", ["under other"])
+        assert svc.fetch_pending_messages("ann") == []
+    [(chat, messages)] = svc.fetch_pending_messages("ann")
+    assert (chat, texts(messages)) == ("room", ["rp again"])
 
 
 def test_fetch_survives_a_script_flush(redis_client, face):
@@ -529,47 +716,54 @@ def test_fetch_survives_a_script_flush(redis_client, face):
 SENDERS, READERS, PER_SENDER = 5, 3, 40
 
 
-def _chat_role(role: str, name: str, chat: str):
+def _chat_member(name: str, chat: str, sends: int) -> tuple[list[int], list[tuple]]:
+    """Send ``sends`` messages, fetching after each, then fetch until every message came."""
     client = get_redis()
-    if role == "send":
-        ids = []
-        for n in range(PER_SENDER):
-            ids.append(send_message(chat, name, f"{name} says {n}"))
-            client.incr("test:sent")
-        return ids
-    expected = 1 + SENDERS * PER_SENDER
-    received = []
-    deadline = time.monotonic() + 90
-    while len(received) < expected and time.monotonic() < deadline:
+    ids: list[int] = []
+    received: list[tuple] = []
+
+    def fetch() -> None:
         for chat_id, messages in fetch_pending_messages(name):
             assert chat_id == chat
             received.extend((m.id, m.sender, m.text) for m in messages)
+
+    for n in range(sends):
+        ids.append(send_message(chat, name, f"{name} says {n}"))
+        client.incr("test:sent")
+        fetch()
+    expected = 1 + SENDERS * PER_SENDER
+    deadline = time.monotonic() + 90
+    while len(received) < expected and time.monotonic() < deadline:
+        fetch()
         time.sleep(0.002)
-    return received
+    return ids, received
 
 
 @pytest.mark.slow
 def test_concurrent_senders_and_readers_deliver_every_message_once_in_order(redis_client):
+    # Every member fetches, the senders between their sends, so the sends delete what
+    # every member has fetched while others fetch: nobody may miss a message for it.
     senders = [f"s{n}" for n in range(SENDERS)]
     readers = [f"r{n}" for n in range(READERS)]
-    chat = create_chat("host", senders + readers, "welcome")
-    jobs = [("send", s, chat) for s in senders] + [("read", r, chat) for r in readers]
-    results = run_in_processes(_chat_role, jobs, timeout=120)
-    sent_ids = sorted(i for ids in results[:SENDERS] for i in ids)
+    chat = create_chat(readers[0], senders + readers[1:], "welcome")
+    jobs = [(s, chat, PER_SENDER) for s in senders] + [(r, chat, 0) for r in readers]
+    results = run_in_processes(_chat_member, jobs, timeout=120)
+    sent_ids = sorted(i for ids, _ in results[:SENDERS] for i in ids)
     total = 1 + SENDERS * PER_SENDER
     assert int(redis_client.get("test:sent")) == SENDERS * PER_SENDER
     assert sent_ids == list(range(2, total + 1))
     expected_texts = {
         i: (s, f"{s} says {n}")
-        for s, ids in zip(senders, results[:SENDERS], strict=True)
+        for s, (ids, _) in zip(senders, results[:SENDERS], strict=True)
         for n, i in enumerate(ids)
     }
-    for received in results[SENDERS:]:
+    for _, received in results:
         assert [i for i, _, _ in received] == list(range(1, total + 1))
-        assert received[0][1:] == ("host", "welcome")
+        assert received[0][1:] == (readers[0], "welcome")
         assert {i: (s, t) for i, s, t in received[1:]} == expected_texts
-    positions = chat_members(chat)
-    assert all(positions[r] == total for r in readers)
+    assert set(chat_members(chat).values()) == {total}
+    send_message(chat, readers[0], "every member has fetched the rest")
+    assert held_ids(redis_client, chat) == [total + 1]
 
 
 def _send_many(chat: str, sender: str, count: int) -> list[int]:

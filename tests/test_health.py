@@ -323,7 +323,9 @@ def test_metrics_report_the_state_made_through_the_services(staff, redis_backend
 
     chat.fetch_pending_messages("bob")
     chat.fetch_pending_messages("ann")
-    assert metrics(staff)[("redisparts_chat_messages", ())] == 1  # cy's is still held
+    # The next send deletes what every member fetched: cy's and the new one are held.
+    chat.send_message(first, "ann", "bye")
+    assert metrics(staff)[("redisparts_chat_messages", ())] == 2
 
 
 def test_metrics_in_openmetrics_when_the_scraper_asks(staff):

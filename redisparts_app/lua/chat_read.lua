@@ -3,10 +3,11 @@
 -- KEYS[3] history zset (rp:chat:{id}:history)   KEYS[4] joined hash (rp:chat:{id}:joined)
 -- ARGV[1] user   ARGV[2] mode:
 --   'history' the newest history messages older than id ARGV[3] (0: the newest), newest first
---   'after'   the pending messages after id ARGV[3], oldest first
+--   'after'   the pending messages (some member has not fetched them) after id ARGV[3],
+--             oldest first
 --   'unread'  the count of messages after the member's position
---   'summary' the count of unread messages, the newest message (history, else pending;
---             '' when none) and the member names
+--   'summary' the count of unread messages, the newest message (history, else pending
+--             as for 'after'; '' when none) and the member names
 -- ARGV[4] most messages to return ('history', 'after')
 -- A member who joined a running chat reads only the messages sent after their join.
 -- Returns {position, json1, ...}, {position, count} for 'unread', {position, count, json,
@@ -24,11 +25,18 @@ if mode == 'unread' or mode == 'summary' then
   if mode == 'unread' then return out end
 end
 local start = tonumber(redis.call('hget', KEYS[4], ARGV[1]) or '0')
+-- The pending messages some member has not fetched are those above the lowest position:
+-- the ones up to it, which every member has fetched, stay until the next send or leave.
+local function above_lowest(after)
+  local lowest = redis.call('zrange', KEYS[1], '0', '0', 'WITHSCORES')[2]
+  return math.max(after, tonumber(lowest))
+end
 local found
 if mode == 'summary' then
   local newest = redis.call('zrevrangebyscore', KEYS[3], '+inf', '(' .. start, 'LIMIT', 0, 1)
   if #newest == 0 then
-    newest = redis.call('zrevrangebyscore', KEYS[2], '+inf', '(' .. start, 'LIMIT', 0, 1)
+    local after = above_lowest(start)
+    newest = redis.call('zrevrangebyscore', KEYS[2], '+inf', '(' .. after, 'LIMIT', 0, 1)
   end
   out[3] = newest[1] or ''
   found = redis.call('zrange', KEYS[1], 0, -1)
@@ -38,7 +46,8 @@ elseif mode == 'history' then
     tonumber(ARGV[4]))
 else
   local after = ARGV[3]  -- as sent: a Lua number loses digits when turned into text
-  if tonumber(after) < start then after = start end
+  local from = above_lowest(start)
+  if tonumber(after) < from then after = from end
   found = redis.call('zrangebyscore', KEYS[2], '(' .. after, '+inf', 'LIMIT', 0,
     tonumber(ARGV[4]))
 end

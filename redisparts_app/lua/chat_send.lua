@@ -1,7 +1,7 @@
 -- chat_send.lua: give a message the chat's next id and add it, in one step, to the pending
 -- messages, to the chat's history and to its push stream, so ids enter all three in
--- increasing order whatever the number of senders; with member names, create the chat with
--- this first message.
+-- increasing order whatever the number of senders; first delete the pending messages every
+-- member has fetched; with member names, create the chat with this first message.
 -- KEYS[1] members zset user -> id of the last message fetched (rp:chat:{id}:members)
 -- KEYS[2] pending messages zset JSON -> id (rp:chat:{id}:msgs)
 -- KEYS[3] message id counter (rp:chat:{id}:ids)
@@ -18,9 +18,15 @@ if #ARGV > 5 then
   for i = 6, #ARGV do
     redis.call('zadd', KEYS[1], 0, ARGV[i])
   end
-elseif not redis.call('zscore', KEYS[1], ARGV[1]) then
-  if redis.call('exists', KEYS[1]) == 0 then return -2 end
-  return -1
+else
+  if not redis.call('zscore', KEYS[1], ARGV[1]) then
+    if redis.call('exists', KEYS[1]) == 0 then return -2 end
+    return -1
+  end
+  -- The messages every member has fetched (up to the lowest position) leave here rather
+  -- than in the fetch, which then costs three commands per chat.
+  local lowest = redis.call('zrange', KEYS[1], '0', '0', 'WITHSCORES')
+  redis.call('zremrangebyscore', KEYS[2], '-inf', lowest[2])
 end
 local id = redis.call('incr', KEYS[3])
 local message = string.format('{"id":%d,', id) .. string.sub(ARGV[2], 2)

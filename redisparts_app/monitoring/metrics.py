@@ -147,7 +147,8 @@ class RedispartsCollector:
         yield _gauge("redisparts_chats", "Group chats.", [], [(chats,)])
         yield _gauge(
             "redisparts_chat_messages",
-            "Chat messages some member has not fetched yet.",
+            "Chat messages held: those some member has not fetched, and until the chat's"
+            " next send or leave those every member has.",
             [],
             [(messages,)],
         )

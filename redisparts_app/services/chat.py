@@ -7,7 +7,8 @@ script in one Cluster slot; a user's list of chats has the user's tag::
 
     rp:chat:{<chat>}:members     zset member -> id of the last message they fetched
     rp:chat:{<chat>}:msgs        zset message JSON {id, sender, ts, text} -> id: the
-                                 messages some member has not fetched yet
+                                 pending messages, those after the lowest member
+                                 position as it was at the chat's last send or leave
     rp:chat:{<chat>}:ids         counter of the chat's message ids
     rp:chat:{<chat>}:history     zset message JSON -> id: the chat's last messages
     rp:chat:{<chat>}:joined      hash member -> id of the last message before they
@@ -20,8 +21,14 @@ Guarantees: a message gets its id and enters the pending messages and the histor
 in one script, so ids are strictly increasing and appear in order; fetching takes
 a member's pending messages and advances the member's position atomically per
 chat, so a member receives every message exactly once and in id order, even from
-two fetches at once. Pending messages every member has fetched are deleted. Only
-members read or post.
+two fetches at once. Pending messages every member has fetched are deleted by the
+chat's next send or leave, not by the fetch (which then costs three commands per
+chat): until then the chat holds at most the messages that some member had not
+fetched at its last send or leave, plus the message that send added; a message some
+member has not fetched is never deleted. Reads of the pending messages
+(``read_messages``, the newest message of ``chat_summaries`` without a history)
+skip those every member has fetched, so they answer as if those were gone; unread
+counts count from the member's own position. Only members read or post.
 
 History, apart from that: the last ``CHAT_HISTORY_LENGTH`` messages of each chat
 (0 keeps none), younger than ``CHAT_HISTORY_DAYS`` days when that is not 0, read
@@ -35,17 +42,24 @@ many at most), and the history of a chat without a message for that long expires
 whole. A member who joins a running chat reads the history from their join on, as
 they fetch messages. The last member out deletes the chat with its history.
 
-``fetch_pending_messages`` reads the user's chats (round trip 1) and runs the
-fetch script once over all of them (round trip 2; on a Redis Cluster, whose slots
-spread the chats over the nodes, one script per slot and one pipeline per primary
-holding any of the chats); a third round trip removes from the user's ``seen``
-zset the chats they left or that were deleted meanwhile — a constant number of
-round trips whatever the number of chats. Only on a single server is the fetch
-atomic across chats. The member positions in the chats are the truth; the
-``seen`` zset only lists the user's chats (the book keeps positions there too,
-which costs every fetch a write). Creating a chat writes the chat, then the
-members' ``seen`` entries: a crash in between leaves members who see the chat
-only after joining it again.
+``fetch_pending_messages`` on a single server takes one round trip: one script reads
+the user's ``seen`` zset, checks that it lists the chats this process saw at the user's
+last fetch through the same client, and fetches them all. The process remembers each
+user's list per client (at most 10,000 lists, all forgotten when there are that many
+or when the ``REDISPARTS`` settings change). When the list changed since (a chat
+joined, left or created, by any process) the script takes nothing and returns the new
+list, and the fetch is sent again with it: two round trips, as for a user's first
+fetch in a process (read the chats, then the script). A stale list costs that round
+trip, never a message. On a Redis Cluster, where the user's list and the chats lie in
+other slots, the fetch reads the chats (round trip 1), then runs one script per slot,
+in one pipeline per primary holding any of the chats (round trip 2). Either way, one
+more round trip removes from the ``seen`` zset the chats the user was found out of or
+that were deleted meanwhile — a constant number of round trips whatever the number of
+chats. On a single server the whole fetch is atomic; on a Cluster, per chat. The
+member positions in the chats are the truth; the ``seen`` zset only lists the user's
+chats (the book keeps positions there too, which costs every fetch a write). Creating
+a chat writes the chat, then the members' ``seen`` entries: a crash in between leaves
+members who see the chat only after joining it again.
 
 Every function has an async twin named with an ``a`` (``await asend_message(...)``,
 ``await afetch_pending_messages(user)``, ...) taking a redis.asyncio ``client`` (None:
@@ -79,11 +93,13 @@ from typing import Any
 import redis.asyncio.cluster
 
 from .. import faces
-from ..conf import app_settings, positive_int_setting
+from ..conf import SettingsCache, app_settings, positive_int_setting
 from ..connection import (
     Client,
     by_slot,
     get_async_redis,
+    is_cluster,
+    is_pipeline,
     resolve_client,
     slot_client,
 )
@@ -134,6 +150,7 @@ __all__ = [
 
 COMPONENT = "chat"
 NOT_MEMBER, NO_CHAT = -1, -2
+STALE = -3  # chat_fetch: the user's chats are not those named
 ROLES = ("members", "msgs", "ids", "history", "joined", "push")
 
 
@@ -187,6 +204,12 @@ def _fetch_keys(*chat_ids: str) -> list[str]:
 def _key_halves(prefix: str) -> list[str]:
     # A chat key around its id, once per key prefix (the cache key; make_key reads it).
     return make_key(COMPONENT, "\0").split("\0")
+
+
+# (id of the client, user) -> the user's chats at their last fetch through it, in the
+# seen zset's order: a guess the fetch script checks, so a stale or mixed-up entry costs
+# a round trip, never a message.
+_known_chats: SettingsCache[tuple[int, str], list[str]] = SettingsCache(10_000)
 
 
 def seen_key(user: str) -> str:
@@ -319,29 +342,46 @@ async def afetch_pending_messages(
 def _fetch_pending_messages(user: str) -> faces.Steps[list[tuple[str, list[ChatMessage]]]]:
     user = validate_key_part(user, "user")
     key = seen_key(user)
-    chats = yield faces.command("zrange", key, 0, -1, then=_decoded)
-    if not chats:
-        return []
-    # One script takes many chats: every chat on a single server; on a Redis Cluster
-    # the chats of one slot, each node's scripts sent in one pipeline.
     client = yield faces.CLIENT
-    groups = by_slot(client, chats, lambda chat: make_key(COMPONENT, chat))  # the chat's slot
     limit = _fetch_limit()
-    calls = [(_fetch_keys(*group), [user, limit]) for group in groups]
-    chats = [chat for group in groups for chat in group]
+    # One server: the chats this process saw at the user's last fetch, checked and
+    # fetched by one script (one round trip); a Cluster spreads them over the slots.
+    known = None if is_cluster(client) or is_pipeline(client) else (id(client), user)
+    chats = _known_chats.get(known) if known else None
+    reply = None
+    if chats is not None:
+        keys = [key, *_fetch_keys(*chats)]
+        reply = yield faces.script("chat_fetch", keys=keys, args=[user, limit, ":".join(chats)])
+        if reply[0] == STALE:  # the user's chats changed: fetch the ones it lists
+            chats, reply = _decoded(reply[1:]), None
+    else:
+        chats = yield faces.command("zrange", key, 0, -1, then=_decoded)
+    if reply is not None:
+        groups, replies = [chats], [reply]
+    elif chats:
+        # One script takes many chats: every chat on a single server; on a Redis Cluster
+        # the chats of one slot, each node's scripts sent in one pipeline.
+        groups = by_slot(client, chats, lambda chat: make_key(COMPONENT, chat))  # the chat's slot
+        calls = [(_fetch_keys(*group), [user, limit]) for group in groups]
+        replies = yield faces.scripts("chat_fetch", calls)
+    else:
+        groups = replies = []
     # Each group's reply: the count taken per chat (or a negative code), then the
     # messages taken, joined.
-    replies = yield faces.scripts("chat_fetch", calls)
-    counts = [count for reply in replies for count in reply[:-1]]
-    gone = [chat for chat, count in zip(chats, counts, strict=True) if count < 0]
+    messages = _decode([reply[-1] for reply in replies if reply[-1]])
+    fetched, gone, start = [], [], 0
+    for group, reply in zip(groups, replies, strict=True):
+        for chat, count in zip(group, reply[:-1], strict=True):
+            if count > 0:
+                fetched.append((chat, messages[start : start + count]))
+                start += count
+            elif count < 0:
+                gone.append(chat)
     if gone:  # left or deleted since: the seen entries are stale
         yield faces.command("zrem", key, *gone)
-    messages = _decode([reply[-1] for reply in replies if reply[-1]])
-    fetched, start = [], 0
-    for chat, count in zip(chats, counts, strict=True):
-        if count > 0:
-            fetched.append((chat, messages[start : start + count]))
-            start += count
+        chats = [chat for chat in chats if chat not in gone]
+    if known:
+        _known_chats.remember(known, chats)
     return fetched
 
 

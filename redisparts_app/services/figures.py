@@ -314,7 +314,8 @@ def semaphore_figures(
 
 
 def chat_figures(chats: Iterable[str], *, client: Client | None = None) -> tuple[int, int]:
-    """Return (chats, messages held): a chat keeps a message until every member fetched it."""
+    """Return (chats, messages held): a chat keeps a message until its first send or leave
+    after every member fetched it."""
     client = resolve_client(client)
     chats = sorted(chats)
     held = _pipelined(client, chats, lambda pipe, chat: pipe.zcard(make_key("chat", chat, "msgs")))
