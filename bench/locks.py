@@ -7,7 +7,8 @@ redisparts blocks in BLPOP until a release wakes one waiter):
 
 - uncontended: acquire + release pairs per second, one process, a new lock object
   per pair as users write it (``with Lock(...):``); the variants take turns pair by
-  pair (A, B, A, B ...) and a figure is 1 / the median time of a pair, so a pair of
+  pair (in a new random order each turn: ``paired.interleaved``) and a figure is 1 /
+  the median time of a pair, so a pair of
   one variant is compared with pairs of the others made microseconds apart (on a
   loaded machine, slices of wall time swing from one to the next by 10x or more).
   pottery takes its turns in a window of its own next to each round: every acquire and
