@@ -1,6 +1,6 @@
 -- chat_send.lua: give a message the chat's next id and add it, in one step, to the pending
 -- messages, to the chat's history and to its push stream, so ids enter all three in
--- increasing order whatever the number of senders; first delete the pending messages every
+-- increasing order whatever the number of senders; also delete the pending messages every
 -- member has fetched; with member names, create the chat with this first message.
 -- KEYS[1] members zset user -> id of the last message fetched (rp:chat:{id}:members)
 -- KEYS[2] pending messages zset JSON -> id (rp:chat:{id}:msgs)
@@ -13,6 +13,7 @@
 -- ARGV[6..] when creating: the member names, all at position 0
 -- Returns the message id; 0 when creating a chat that exists, -1 when the sender is not a
 -- member, -2 when the chat does not exist.
+local lowest
 if #ARGV > 5 then
   if redis.call('exists', KEYS[1], KEYS[3]) > 0 then return 0 end
   for i = 6, #ARGV do
@@ -23,12 +24,16 @@ else
     if redis.call('exists', KEYS[1]) == 0 then return -2 end
     return -1
   end
-  -- The messages every member has fetched (up to the lowest position) leave here rather
-  -- than in the fetch, which then costs three commands per chat.
-  local lowest = redis.call('zrange', KEYS[1], '0', '0', 'WITHSCORES')
-  redis.call('zremrangebyscore', KEYS[2], '-inf', lowest[2])
+  lowest = redis.call('zrange', KEYS[1], '0', '0', 'WITHSCORES')[2]
 end
+-- INCR is the script's first write: over maxmemory it fails before anything is written (a
+-- script that has written once is let through to its end, even over maxmemory).
 local id = redis.call('incr', KEYS[3])
+if lowest then
+  -- The messages every member has fetched (up to the lowest position, below the new id)
+  -- leave here rather than in the fetch, which then costs three commands per chat.
+  redis.call('zremrangebyscore', KEYS[2], '-inf', lowest)
+end
 local message = string.format('{"id":%d,', id) .. string.sub(ARGV[2], 2)
 redis.call('zadd', KEYS[2], id, message)
 -- The stream entry's id is the message id: a reader resumes from the last id it showed,

@@ -175,7 +175,7 @@ class Lock(LeaseHolder):
         given = (app_settings.KEY_PREFIX, name, ttl, type(ttl), timeout, type(timeout))
         try:
             checked = _arguments[given]
-        except (KeyError, TypeError):  # new, or unhashable (and then invalid)
+        except (KeyError, TypeError):  # new, or unhashable: checked, not remembered
             checked = _check_arguments(given)
         (self.name, self.key, self.fence_key, self.signal_key) = checked[:4]
         self.ttl, self._ttl_ms, self.timeout = checked[4:]
