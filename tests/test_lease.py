@@ -1,5 +1,6 @@
 import math
 import threading
+import time
 
 import pytest
 
@@ -115,6 +116,27 @@ def test_waiting_without_signal_key_takes_the_lease_when_it_expires(redis_client
     assert waiter.acquire(timeout=10)
     assert redis_client.get(KEY) == waiter.token.encode()
     assert holder.extend() is False
+
+
+def test_a_fenced_waiter_waits_for_the_holders_ttl_or_its_whole_timeout_without_one(
+    redis_client,
+):
+    fence_key, signal_key = "rp:job:{nightly}:fence", "rp:job:{nightly}:signal"
+    counting = counting_like(redis_client)
+    redis_client.set(KEY, "another holder", px=300)
+    started = time.monotonic()
+    waiter = Lease(KEY, 1.0, client=counting, fence_key=fence_key, signal_key=signal_key)
+    assert waiter.acquire(timeout=20)  # as soon as the holder's 300 ms run out
+    assert time.monotonic() - started < 5
+    assert counting.commands.count("BLPOP") <= 2
+    assert waiter.release()
+    redis_client.delete(signal_key)  # the release's wake-up, which nobody waited for
+    redis_client.set(KEY, "a holder without a ttl")
+    counting.commands.clear()
+    started = time.monotonic()
+    assert not Lease(KEY, 1.0, client=counting, fence_key=fence_key).acquire(timeout=0.3)
+    assert time.monotonic() - started >= 0.3
+    assert counting.commands == ["EVALSHA", "EVALSHA"]  # one sleep for the whole wait
 
 
 def test_a_held_lease_cannot_be_acquired_twice(redis_client):

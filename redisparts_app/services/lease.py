@@ -210,15 +210,14 @@ class LeaseHolder:
             )
         except NoScriptError:  # the server lost its scripts: lua.call loads it
             reply = lua.call(self.client, "lease_acquire", (key, fence_key), (token, ttl_ms))
-        acquired, value = reply
-        if not acquired:
-            return int(value)
+        if reply < 0:
+            return -3 - reply  # the holder's PTTL (lease_acquire.lua)
         if self._lost is None and not self.renewals:  # nothing to reset: never renewed nor lost
             self._confirmed_until = sent + self.ttl
-            self.fence = int(value)
+            self.fence = reply
             self._held = True
         else:
-            self._mark_acquired(int(value), sent)
+            self._mark_acquired(reply, sent)
         return None
 
     def _won(self, reply: Any) -> tuple[bool, None]:
@@ -226,12 +225,11 @@ class LeaseHolder:
             self._mark_acquired(None, self._sent)
         return bool(reply), None
 
-    def _drawn(self, reply: list[int]) -> tuple[bool, int]:
-        acquired, value = reply
-        if acquired:
-            self._mark_acquired(int(value), self._sent)
-            return True, 0
-        return False, int(value)
+    def _drawn(self, reply: int) -> tuple[bool, int]:
+        if reply < 0:
+            return False, -3 - reply  # the holder's PTTL (lease_acquire.lua)
+        self._mark_acquired(reply, self._sent)
+        return True, 0
 
     def _mark_acquired(self, fence: int | None, sent: float) -> None:
         # Ownership is certain until the send time of the last confirmed SET/PEXPIRE + ttl.

@@ -177,8 +177,15 @@ class Lock(LeaseHolder):
             checked = _arguments[given]
         except (KeyError, TypeError):  # new, or unhashable: checked, not remembered
             checked = _check_arguments(given)
-        (self.name, self.key, self.fence_key, self.signal_key) = checked[:4]
-        self.ttl, self._ttl_ms, self.timeout = checked[4:]
+        (
+            self.name,
+            self.key,
+            self.fence_key,
+            self.signal_key,
+            self.ttl,
+            self._ttl_ms,
+            self.timeout,
+        ) = checked
         if renew_interval is not None or max_renewals is not None:
             self.renew_interval = validate_heartbeat(renew_interval, self.ttl, max_renewals)
             self.max_renewals = max_renewals
