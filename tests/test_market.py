@@ -179,8 +179,9 @@ def test_refused_purchases_change_nothing(shop, strategy, mkt):
     with pytest.raises(PriceChanged) as stale:
         mkt.purchase("bob", "sword", "alice", 250, strategy=strategy)
     assert stale.value.actual == 300
-    with pytest.raises(InsufficientFunds):
+    with pytest.raises(InsufficientFunds) as poor:
         mkt.purchase("bob", "shield", "alice", 600, strategy=strategy)
+    assert (poor.value.funds, poor.value.price) == (500, 600)
     with pytest.raises(OwnItem):
         mkt.purchase("carol", "bow", "carol", 50, strategy=strategy)
     with pytest.raises(ListingNotFound):

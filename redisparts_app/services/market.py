@@ -606,11 +606,11 @@ class _Order:
             self.buyer, self.seller, self.item, self.price, self.strategy, retries, self.sale
         )
 
-    def bought(self, reply: list[Any]) -> Purchase:
+    def bought(self, reply: int | list[Any]) -> Purchase:
         """Decode the ``market_purchase`` script's reply: the Purchase, or the refusal."""
-        code, value = reply
-        if code == 1:
+        if reply == 1:
             return self.done(0)
+        code, value = reply if isinstance(reply, list) else (reply, 0)
         if code == 0:
             raise PriceChanged(self.item, self.price, int(value))
         if code == -1:
