@@ -383,6 +383,18 @@ def test_bad_call_arguments_are_refused(call, match, unreachable):
             call(kind("ok", 3, client=unreachable))
 
 
+def test_a_holder_id_is_checked_unless_it_is_the_one_just_handed_out(redis_client):
+    for kind in (Semaphore, FairSemaphore):
+        semaphore = kind("ids", 2, client=redis_client)
+        holder = semaphore.acquire()
+        with pytest.raises(InvalidArgument, match="holder id"):
+            semaphore.release(holder.upper())
+        equal = holder[:16] + holder[16:]  # the same id, another string: checked
+        assert equal is not holder
+        assert semaphore.release(equal)
+        assert not semaphore.release(holder)  # handed out last, but no longer held
+
+
 def test_bad_input_is_a_value_error_and_writes_nothing(redis_client, face):
     with pytest.raises(ValueError, match="limit"):
         face(Semaphore("ok", 0))

@@ -139,6 +139,9 @@ class Semaphore:
     """
 
     _fair = False
+    # The holder id this object handed out last: the common acquire-then-release gives it
+    # back as the same object, which needs no check (it is ours by construction).
+    _issued: str | None = None
 
     def __init__(
         self,
@@ -181,7 +184,7 @@ class Semaphore:
             and reason == ""
             and registry.recently_noted(client, COMPONENT, self.name)
         ):
-            holder_id = os.urandom(16).hex()  # 128 random bits, as 32 hex digits
+            holder_id = self._issued = os.urandom(16).hex()  # 128 random bits, as hex
             return holder_id if self._try_now(holder_id) else None
         return faces.run(self._acquire(wait, reason, client), client)
 
@@ -195,7 +198,7 @@ class Semaphore:
             wait = check_seconds(wait, "wait", allow_zero=True, maximum=MAX_TIMEOUT, whole_ms=False)
         if reason != "":
             reason = _check_reason(reason)
-        holder_id = os.urandom(16).hex()  # 128 random bits, as 32 hex digits
+        holder_id = self._issued = os.urandom(16).hex()  # 128 random bits, as hex
         if wait or client is None or not registry.recently_noted(client, COMPONENT, self.name):
             return self._acquiring(holder_id, wait, reason)
         # One try, and the name noted lately on this client: the script alone.
@@ -243,7 +246,9 @@ class Semaphore:
     def release(self, holder_id: str) -> bool:
         """Give the permit back; return False if it had already expired or was never held."""
         # The script at once, without an operation for faces.run: a hot path.
-        return bool(self._release_now(_check_holder_id(holder_id)))
+        if holder_id is not self._issued:
+            holder_id = _check_holder_id(holder_id)
+        return bool(self._release_now(holder_id))
 
     async def arelease(self, holder_id: str) -> bool:
         """The async twin of ``release``."""
