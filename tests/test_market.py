@@ -1,5 +1,6 @@
 import asyncio
 import contextlib
+import dataclasses
 import json
 import random
 import time
@@ -162,6 +163,12 @@ def test_purchase_moves_money_and_item(shop, strategy, mkt):
     mkt.list_item("alice", "sword", 300)
     result = mkt.purchase("bob", "sword", "alice", 300, strategy=strategy)
     assert (result.price, result.strategy, result.retries) == (300, strategy, 0)
+    # The results are filled in without their __init__: the same as one built with it.
+    for value in (result, result.sale):
+        rebuilt = dataclasses.replace(value)  # through __init__, every field from value
+        assert (rebuilt, hash(rebuilt), repr(rebuilt)) == (value, hash(value), repr(value))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            value.price = 1
     assert mkt.get_funds("bob") == 200
     assert mkt.get_funds("alice") == 1300
     assert mkt.get_inventory("bob") == ["sword"]

@@ -94,7 +94,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from json.encoder import encode_basestring
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 
@@ -592,6 +592,21 @@ def _cancel_listing(seller: str, item: str) -> faces.Steps[None]:
         raise ListingNotFound(seller, item)
 
 
+_Result = TypeVar("_Result", Sale, Purchase)
+_new_instance = object.__new__
+
+
+def _filled(result: type[_Result], fields: dict[str, Any]) -> _Result:
+    """An instance of the frozen dataclass ``result`` holding ``fields`` (every field).
+
+    Its generated ``__init__`` sets each field through ``object.__setattr__``; every
+    purchase builds two (its Sale and Purchase), so their fields are filled in at once.
+    """
+    instance = _new_instance(result)
+    instance.__dict__.update(fields)
+    return instance
+
+
 @dataclass(slots=True)
 class _Order:
     buyer: str
@@ -602,9 +617,11 @@ class _Order:
     sale: Sale
 
     def done(self, retries: int) -> Purchase:
-        return Purchase(
-            self.buyer, self.seller, self.item, self.price, self.strategy, retries, self.sale
-        )
+        return _filled(
+            Purchase,
+            {"buyer": self.buyer, "seller": self.seller, "item": self.item, "price": self.price,
+             "strategy": self.strategy, "retries": retries, "sale": self.sale},
+        )  # fmt: skip
 
     def bought(self, reply: int | list[Any]) -> Purchase:
         """Decode the ``market_purchase`` script's reply: the Purchase, or the refusal."""
@@ -691,7 +708,11 @@ def _order(buyer: str, item: str, seller: str, expected_price: int, strategy: st
         raise UnknownStrategy(f"unknown purchase strategy {strategy!r}; use one of {STRATEGIES}")
     if buyer == seller:
         raise OwnItem(buyer, item)
-    sale = Sale(new_sale_id(), seller, buyer, item, expected_price, time.time())
+    sale = _filled(
+        Sale,
+        {"sale_id": new_sale_id(), "seller": seller, "buyer": buyer, "item": item,
+         "price": expected_price, "sold_at": time.time()},
+    )  # fmt: skip
     return _Order(buyer, seller, item, expected_price, strategy, sale)
 
 
