@@ -110,6 +110,7 @@ from ..exceptions import (
     InvalidArgumentType,
     NotChatMember,
 )
+from ..frozen import filled
 from ..keys import make_key, validate_key_part
 from ..validation import check_count, check_int
 from . import registry
@@ -861,18 +862,8 @@ def _decode(encoded: list[bytes]) -> list[ChatMessage]:
     if not encoded:
         return []
     array = b"[" + b",".join(encoded) + b"]"
-    return [_message(fields) for fields in _decode_json(array.decode())]
-
-
-_new_object = object.__new__
-
-
-def _message(fields: dict) -> ChatMessage:
-    # A frozen dataclass sets each field through object.__setattr__; filling the
-    # instance dict at once is 3x faster, and stored messages hold exactly its fields.
-    message = _new_object(ChatMessage)
-    message.__dict__.update(fields)
-    return message
+    # Stored messages hold exactly the fields of a ChatMessage.
+    return [filled(ChatMessage, fields) for fields in _decode_json(array.decode())]
 
 
 def _fetch_limit() -> int:

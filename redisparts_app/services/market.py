@@ -94,7 +94,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from json.encoder import encode_basestring
-from typing import Any, TypeVar
+from typing import Any
 
 import redis
 
@@ -116,6 +116,7 @@ from ..exceptions import (
     UnknownUser,
     UserExists,
 )
+from ..frozen import filled
 from .lease import Lease
 from .locks import lock_keys
 
@@ -592,21 +593,6 @@ def _cancel_listing(seller: str, item: str) -> faces.Steps[None]:
         raise ListingNotFound(seller, item)
 
 
-_Result = TypeVar("_Result", Sale, Purchase)
-_new_instance = object.__new__
-
-
-def _filled(result: type[_Result], fields: dict[str, Any]) -> _Result:
-    """An instance of the frozen dataclass ``result`` holding ``fields`` (every field).
-
-    Its generated ``__init__`` sets each field through ``object.__setattr__``; every
-    purchase builds two (its Sale and Purchase), so their fields are filled in at once.
-    """
-    instance = _new_instance(result)
-    instance.__dict__.update(fields)
-    return instance
-
-
 @dataclass(slots=True)
 class _Order:
     buyer: str
@@ -617,7 +603,7 @@ class _Order:
     sale: Sale
 
     def done(self, retries: int) -> Purchase:
-        return _filled(
+        return filled(
             Purchase,
             {"buyer": self.buyer, "seller": self.seller, "item": self.item, "price": self.price,
              "strategy": self.strategy, "retries": retries, "sale": self.sale},
@@ -708,7 +694,7 @@ def _order(buyer: str, item: str, seller: str, expected_price: int, strategy: st
         raise UnknownStrategy(f"unknown purchase strategy {strategy!r}; use one of {STRATEGIES}")
     if buyer == seller:
         raise OwnItem(buyer, item)
-    sale = _filled(
+    sale = filled(
         Sale,
         {"sale_id": new_sale_id(), "seller": seller, "buyer": buyer, "item": item,
          "price": expected_price, "sold_at": time.time()},
