@@ -188,11 +188,17 @@ def run_worker_forever(queues: list[str], options: dict) -> None:
 def start_runtime_worker(queues: list[str], **options):
     """Start a forked worker process with Worker ``options``, running until signalled;
     return once it has beaten (its signal handlers are in place)."""
-    from redisparts_app.services.tasks import TaskQueue
-
     # Not a daemon: a prefork worker has children of its own.
     process = CONTEXT.Process(target=run_worker_forever, args=(queues, options))
     process.start()
+    wait_beating(process)
+    return process
+
+
+def wait_beating(process) -> None:
+    """Wait until the worker ``process`` has beaten: its signal handlers are in place, so
+    a SIGTERM from now on stops it cleanly rather than killing it."""
+    from redisparts_app.services.tasks import TaskQueue
+
     marker = f"-{process.pid}-"
     assert wait_until(lambda: any(marker in w for w in TaskQueue().workers()), timeout=20)
-    return process

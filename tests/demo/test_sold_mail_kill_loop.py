@@ -20,7 +20,7 @@ from redisparts_app.exceptions import MarketError
 from redisparts_app.services import market
 from redisparts_app.services.tasks import TaskQueue, Worker
 from tests.processes import CONTEXT
-from tests.tasks_helpers import stop, wait_until
+from tests.tasks_helpers import stop, wait_beating, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -94,6 +94,7 @@ def test_sold_emails_survive_an_email_worker_killed_30_times_while_purchases_flo
     healthy = CONTEXT.Process(target=_work, daemon=True)
     healthy.start()
     try:
+        wait_beating(healthy)  # the queue may be settled already: stop only a started worker
 
         def settled() -> bool:
             counts = queue.counts()
