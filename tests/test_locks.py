@@ -457,6 +457,52 @@ def test_waiter_wakes_on_the_release_signal_without_polling(redis_client):
     assert child.exitcode == 0
 
 
+WAKING_SECONDS = 1.0
+
+
+def _hold_and_wake_waiters(name: str) -> None:
+    """Hold the lock and, for WAKING_SECONDS, push a wake-up whenever the list is empty: what
+    a holder releasing and taking the lock straight back at full speed leaves a waiter."""
+    client = get_redis()
+    lock = Lock(name, ttl=60, timeout=10, client=client)
+    lock.acquire()
+    client.rpush(READY, 1)
+    signal_key = lock_keys(name)[2]
+    server = slot_client(client, signal_key)
+    while server.info("clients")["blocked_clients"] < 1:
+        time.sleep(0.01)
+    wake_ups = 0
+    end = time.monotonic() + WAKING_SECONDS
+    while time.monotonic() < end:
+        if client.llen(signal_key) == 0:
+            client.lpush(signal_key, "1")
+            wake_ups += 1
+    client.rpush(RESULT, wake_ups)
+    lock.release()
+
+
+@pytest.mark.slow
+def test_a_waiter_that_loses_after_each_wake_up_backs_off_to_one_try_per_32_ms(
+    redis_client, new_lock
+):
+    child = CONTEXT.Process(target=_hold_and_wake_waiters, args=("retaken",), daemon=True)
+    child.start()
+    try:
+        assert redis_client.blpop([READY], timeout=30) is not None
+        # Only the child's release lets the waiter in; until then every wake-up loses.
+        assert new_lock("retaken", ttl=5, timeout=30).acquire() == 2
+        child.join(10)
+        assert child.exitcode == 0
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join()
+    wake_ups = int(redis_client.lpop(RESULT))
+    # Each lost wake-up is followed by a sleep of 1, 2, 4, 8, 16, then 32 ms: a waiter
+    # woken at every release would take thousands in a second.
+    assert 5 <= wake_ups <= 6 + WAKING_SECONDS / 0.032 + 1
+
+
 def _take_and_crash(name: str) -> None:
     client = get_redis()
     Lock(name, ttl=1, timeout=10, client=client).acquire()

@@ -16,7 +16,9 @@ in the same hash tag as ``key``:
   strictly increasing fencing token (``Lease.fence``). It never expires: a
   counter that restarted at 1 would make every later token look stale.
 - ``signal_key``: a short-lived list a release pushes to, so waiters blocked
-  in BLPOP wake up at once instead of polling.
+  in BLPOP wake up at once instead of polling. A waiter whose attempt after a
+  wake-up fails backs off (``BACKOFF_FIRST`` doubling up to ``BACKOFF_LONGEST``)
+  before it blocks again.
 
 Units: TTLs, timeouts and intervals are seconds (floats) in the API and
 milliseconds in Redis. TTLs are kept by the Redis server's clock; waiting
@@ -74,6 +76,14 @@ UNREACHABLE = (
 # A wake-up signal only has to outlive the gap between a waiter's failed attempt
 # and its BLPOP; an older one would only cost a waiter one extra attempt.
 SIGNAL_TTL_MS = 2000
+# A waiter woken by a release that finds the lease taken again at once (its holder took
+# it straight back) sleeps 1, 2, 4, ... up to 32 ms before it waits again. Waking at
+# every release moves the lease from process to process at most releases, each move
+# costing the refused one a failed attempt and a new BLPOP, and on a busy machine the
+# waiters' work slows the holder; backing off lets a holder's run go on, while a
+# waiter still tries every 32 ms and the first release after its sleep wakes it.
+BACKOFF_FIRST = 0.001
+BACKOFF_LONGEST = 0.032
 # The scripts a Lock's sync hot path sends by SHA (``_attempt_now``, ``_release_now``).
 _ACQUIRE, _RELEASE = lua.sha("lease_acquire"), lua.sha("lease_release")
 # Guards the making of a lease's ``lost`` event and the report of its loss. One for
@@ -169,18 +179,24 @@ class LeaseHolder:
         """The rest of ``_acquire`` after a failed attempt, which found ``holder_pttl``
         (None: not read), until ``deadline`` (on ``clock``). A caller that made its first
         attempt as a single operation (a Lock's ``with``) goes on here."""
+        backoff = 0.0  # seconds to sleep before the next wait, after lost wake-ups
         while True:
             if holder_pttl is None and deadline > self.clock():  # a bare SET lost
                 holder_pttl = int((yield faces.command("pttl", self.key)))
             left = deadline - self.clock()
             if left <= 0 or holder_pttl is None:  # None: the deadline had passed already
                 return False
+            woken = False
+            if backoff:
+                yield faces.sleep(min(left, backoff))
+                left = max(0.0, deadline - self.clock())
             if holder_pttl != -2:  # -2: released between SET and PTTL, try again at once
                 pause = left if holder_pttl < 0 else min(left, holder_pttl / 1000)
-                yield from self._pause(pause)
+                woken = yield from self._pause(pause)
             acquired, holder_pttl = yield self._attempt()
             if acquired:
                 return True
+            backoff = min(2 * backoff or BACKOFF_FIRST, BACKOFF_LONGEST) if woken else 0.0
 
     def _attempt(self) -> faces.Op:
         """One attempt, whose reply is (acquired, the holder's PTTL in ms or None: not read)."""
@@ -241,13 +257,15 @@ class LeaseHolder:
         self._lost_reported = False
         self._held = True
 
-    def _pause(self, seconds: float) -> faces.Steps[None]:
+    def _pause(self, seconds: float) -> faces.Steps[bool]:
+        """Wait up to ``seconds`` for a release; return whether one woke this waiter."""
         seconds = min(seconds, _longest_block((yield faces.CLIENT)))
         if self.signal_key is None:
             yield faces.sleep(seconds)
-            return
+            return False
         # BLPOP takes seconds with millisecond precision; 0 would mean forever.
-        yield faces.command("blpop", [self.signal_key], timeout=max(0.001, round(seconds, 3)))
+        timeout = max(0.001, round(seconds, 3))
+        return (yield faces.command("blpop", [self.signal_key], timeout=timeout)) is not None
 
     # -- ownership ------------------------------------------------------------------
 

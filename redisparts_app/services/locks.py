@@ -22,7 +22,11 @@ Waiting: a failed attempt returns the holder's remaining TTL; the waiter then
 blocks in BLPOP on the lock's wake-up list for at most that TTL and its own
 remaining wait. A release pushes one element there, waking one waiter at once;
 a holder that crashes sends nothing, and its lock is taken when the TTL runs
-out. No polling in between. ``LockTimeout`` when ``timeout`` seconds pass.
+out. No polling in between. A waiter woken only to find the lock taken again
+(its holder took it straight back) sleeps 1, 2, 4, ... up to 32 ms before it
+blocks again (``lease.BACKOFF_FIRST``, ``lease.BACKOFF_LONGEST``): under a
+stream of re-takes it tries at most once per 32 ms instead of at every
+release. ``LockTimeout`` when ``timeout`` seconds pass.
 
 Not owned: ``release()`` and ``extend()`` on a lock this holder no longer owns
 (TTL expired, maybe taken by another) raise ``LockNotOwned``; they never
