@@ -16,6 +16,7 @@ from redisparts_app.exceptions import (
     LockTimeout,
     RedisPartsError,
 )
+from redisparts_app.services.lease import BACKOFF_LONGEST
 from redisparts_app.services.locks import HeldLock, Lock, fenced_update, held_locks, lock_keys
 from tests.counting import CountingRedis, counting_like
 from tests.fencing.models import FencedRecord
@@ -500,7 +501,7 @@ def test_a_waiter_that_loses_after_each_wake_up_backs_off_to_one_try_per_32_ms(
     wake_ups = int(redis_client.lpop(RESULT))
     # Each lost wake-up is followed by a sleep of 1, 2, 4, 8, 16, then 32 ms: a waiter
     # woken at every release took 900 to 1,300 of them in a second.
-    assert 5 <= wake_ups <= 6 + WAKING_SECONDS / 0.032 + 1
+    assert 5 <= wake_ups <= 6 + WAKING_SECONDS / BACKOFF_LONGEST + 1
 
 
 def _take_and_crash(name: str) -> None:
