@@ -334,7 +334,8 @@ def exactly_once(jobs: int) -> bool:
 
 
 def measure_round(ctx: Context, jobs: dict[str, int], reverse: bool) -> dict[str, Any]:
-    """One round: fill every queue (interleaved), then run each queue's worker in turn."""
+    """One round: fill every queue (interleaved), run each queue's worker in turn, then
+    enqueue with ours and its floor alone."""
     global TALLY
     ctx.client()  # an emptied server
     made = {label: sides(ctx.url(), label) for label in LABELS}
@@ -350,7 +351,13 @@ def measure_round(ctx: Context, jobs: dict[str, int], reverse: bool) -> dict[str
             "process": jobs[label] / (max(TALLY.ended) - started),
             "once": exactly_once(jobs[label]),
         }
-    figures["script"] = {"enqueue": enqueue["script"]}
+    # Ours and its floor again, the two alone: among the peers each call follows calls that
+    # pushed its code and data out of the CPU caches, which costs the call that touches
+    # more of them more; alone, what is left is our code's own cost.
+    pair = {label: enqueuers[label] for label in ("redisparts", "script")}
+    alone = enqueue_rates(pair, dict.fromkeys(pair, jobs["redisparts"]))
+    figures["redisparts"]["enqueue alone"] = alone["redisparts"]
+    figures["script"] = {"enqueue": enqueue["script"], "enqueue alone": alone["script"]}
     return figures
 
 
@@ -422,6 +429,12 @@ def throughput(ctx: Context) -> list[Section]:
                     target,
                 )
                 for other, figure, target in TARGETS
+            ]
+            + [
+                Ratio(
+                    f"redisparts / {SCRIPT_LABEL}, enqueue, the two alone",
+                    samples.ratio("redisparts", "script", "enqueue alone"),
+                )
             ],
             checks=[
                 Check(
@@ -435,6 +448,8 @@ def throughput(ctx: Context) -> list[Section]:
                 f"median of {ctx.repetitions} rounds; enqueue: the queues take turns call by "
                 "call, in a new random order each turn, 1 / median time per call; process: "
                 "the workers take turns, from the worker's start to the end of its last job",
+                "the two alone: our enqueue and its floor taking turns with no peer between"
+                " them, after the workers (the peers' calls leave both with cold caches)",
             ],
         ),
         Section(
