@@ -4,6 +4,7 @@ import time
 
 import pytest
 
+from redisparts_app import faces
 from redisparts_app.connection import slot_client
 from redisparts_app.exceptions import InvalidArgument, RedisPartsError
 from redisparts_app.services.lease import Lease
@@ -137,6 +138,26 @@ def test_a_fenced_waiter_waits_for_the_holders_ttl_or_its_whole_timeout_without_
     assert not Lease(KEY, 1.0, client=counting, fence_key=fence_key).acquire(timeout=0.3)
     assert time.monotonic() - started >= 0.3
     assert counting.commands == ["EVALSHA", "EVALSHA"]  # one sleep for the whole wait
+
+
+@pytest.mark.parametrize("seconds", [0.0, 0.0004, 0.001, 0.0014, 0.0026])
+def test_a_waiter_whose_holder_has_about_a_millisecond_left_is_not_blocked_for_ever(
+    redis_client, seconds
+):
+    # Redis 6.x reads a BLPOP timeout of 0.001 s as 0 ms, which blocks until a push.
+    waiter = Lease(KEY, 1.0, client=redis_client, signal_key="rp:job:{nightly}:signal")
+    result: list[bool] = []
+    pause = threading.Thread(
+        target=lambda: result.append(faces.run(waiter._pause(seconds), redis_client))
+    )
+    pause.start()
+    pause.join(5)
+    alive = pause.is_alive()
+    if alive:  # end the wait, so the test ends too
+        redis_client.lpush("rp:job:{nightly}:signal", "1")
+        pause.join(5)
+    assert not alive
+    assert result == [False]
 
 
 def test_a_held_lease_cannot_be_acquired_twice(redis_client):

@@ -84,6 +84,8 @@ SIGNAL_TTL_MS = 2000
 # waiter still tries every 32 ms and the first release after its sleep wakes it.
 BACKOFF_FIRST = 0.001
 BACKOFF_LONGEST = 0.032
+# The shortest BLPOP timeout sent, in seconds (see ``_pause``).
+SHORTEST_BLOCK = 0.002
 # The scripts a Lock's sync hot path sends by SHA (``_attempt_now``, ``_release_now``).
 _ACQUIRE, _RELEASE = lua.sha("lease_acquire"), lua.sha("lease_release")
 # Guards the making of a lease's ``lost`` event and the report of its loss. One for
@@ -263,8 +265,9 @@ class LeaseHolder:
         if self.signal_key is None:
             yield faces.sleep(seconds)
             return False
-        # BLPOP takes seconds with millisecond precision; 0 would mean forever.
-        timeout = max(0.001, round(seconds, 3))
+        # BLPOP takes seconds with millisecond precision, and 0 means forever. Redis 6.x
+        # truncates 0.001 * 1000 (0.999...) to 0 ms: a 1 ms wait would never end.
+        timeout = max(SHORTEST_BLOCK, round(seconds, 3))
         return (yield faces.command("blpop", [self.signal_key], timeout=timeout)) is not None
 
     # -- ownership ------------------------------------------------------------------
