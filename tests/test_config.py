@@ -148,6 +148,30 @@ def test_bad_config_is_refused_before_writing(redis_client, svc, value, message)
     assert redis_client.dbsize() == 0
 
 
+def nested(depth):
+    """A configuration whose objects and arrays are ``depth`` levels deep."""
+    value = 1
+    for level in range(depth - 1):
+        value = [value] if level % 2 else {"a": value}
+    return {"top": value}
+
+
+def test_nesting_past_max_depth_is_refused_on_every_path(redis_client, svc):
+    svc.set_config("svc", "deepest", nested(config.MAX_DEPTH))
+    keys_before = sorted(redis_client.keys())
+    assert config.parse_config(json.dumps(nested(config.MAX_DEPTH))) == nested(config.MAX_DEPTH)
+    for depth in (config.MAX_DEPTH + 1, 2_000, 100_000):  # 2,000: no RecursionError on 3.13
+        with pytest.raises(InvalidArgument, match="nested too deeply"):
+            config.parse_config('{"a": ' * depth + "1" + "}" * depth)
+    with pytest.raises(InvalidArgument, match="nested too deeply"):
+        svc.set_config("svc", "deeper", nested(config.MAX_DEPTH + 1))
+    cycle = {"a": []}
+    cycle["a"].append(cycle)
+    with pytest.raises(InvalidArgument, match="nested too deeply"):
+        svc.set_config("svc", "cycle", cycle)
+    assert sorted(redis_client.keys()) == keys_before
+
+
 def test_size_limit_follows_the_setting(redis_client, svc):
     limited = {**settings.REDISPARTS, "CONFIG_MAX_BYTES": 20}
     with (

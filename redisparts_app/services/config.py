@@ -95,6 +95,11 @@ MAX_MESSAGE_LENGTH = 2000
 # redis-py client arguments a stored "redis" configuration may set.
 CLIENT_ARGUMENTS = frozenset(inspect.signature(Redis.__init__).parameters) - {"self"}
 URL_SCHEMES = ("redis", "rediss", "unix")
+# Deepest nesting of objects and arrays in a stored configuration. Real ones are a few
+# levels deep; a fixed bound refuses a hostile one whatever the Python version's
+# recursion limits (3.13 parses and encodes far deeper than 3.11 before raising).
+MAX_DEPTH = 32
+_TOO_DEEP = f"nested too deeply (more than {MAX_DEPTH} levels of objects and arrays)"
 
 Clock = Callable[[], float]
 F = TypeVar("F", bound=Callable[..., Any])
@@ -274,6 +279,8 @@ def _encode_config(config: Any) -> str:
         )
     if not all(isinstance(key, str) for key in config):
         raise InvalidArgument("configuration", config, "its keys must be strings")
+    if not _nested_within(config, MAX_DEPTH):
+        raise InvalidArgument("configuration", config, _TOO_DEEP, show_value=False)
     try:
         text = json.dumps(config, sort_keys=True, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -291,6 +298,27 @@ def _encode_config(config: Any) -> str:
     return text
 
 
+def _nested_within(value: Any, limit: int) -> bool:
+    """Return whether ``value`` holds dicts and lists at most ``limit`` levels deep.
+
+    Walked with a stack, not recursion, so a hostile depth (or a cycle) costs at most
+    ``limit`` levels of work and never meets Python's recursion limit.
+    """
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return False
+        stack.extend((child, depth + 1) for child in children)
+    return True
+
+
 def parse_config(text: str) -> dict[str, Any]:
     """Return the configuration a person typed as JSON text (the admin, rp_config).
 
@@ -305,12 +333,15 @@ def parse_config(text: str) -> dict[str, Any]:
             value = json.loads(text)
         except ValueError as exc:
             reason = f"not valid JSON: {exc}"
-        except RecursionError:
-            reason = "nested too deeply to store"
+        except RecursionError:  # deeper than the parser goes: past MAX_DEPTH anyway
+            reason = _TOO_DEEP
         else:
-            if isinstance(value, dict):
+            if not _nested_within(value, MAX_DEPTH):
+                reason = _TOO_DEEP
+            elif isinstance(value, dict):
                 return value
-            reason = f"the configuration must be a JSON object, not {type(value).__name__}"
+            else:
+                reason = f"the configuration must be a JSON object, not {type(value).__name__}"
     raise InvalidArgument("configuration", text, reason, show_value=False)
 
 
