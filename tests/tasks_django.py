@@ -1,6 +1,21 @@
-"""Tasks defined with Django's Tasks API, for test_tasks_backend.py."""
+"""Tasks defined with Django's Tasks API, for test_tasks_backend.py.
 
-import django_tasks
+The API is Django's own ``django.tasks`` on Django 6 and the django-tasks backport on
+Django 5.2; the tests import it from here so each Django runs its native one.
+"""
+
+try:
+    from django import tasks as django_tasks
+    from django.tasks import exceptions
+except ImportError:
+    import django_tasks
+    from django_tasks import exceptions
+
+TaskResultStatus = django_tasks.TaskResultStatus
+task_backends = django_tasks.task_backends
+TaskResultDoesNotExist = exceptions.TaskResultDoesNotExist
+# Django 6 names it InvalidTask, the backport InvalidTaskError.
+InvalidTaskError = getattr(exceptions, "InvalidTask", None) or exceptions.InvalidTaskError
 
 
 @django_tasks.task()

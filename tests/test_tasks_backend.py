@@ -7,12 +7,20 @@ import pytest
 from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
-from django_tasks import TaskResultStatus, task_backends
-from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
 
 from redisparts_app.exceptions import InvalidTask
 from redisparts_app.services.tasks import TaskQueue, Worker
-from tests.tasks_django import add, async_double, boom, shout, which_attempt
+from tests.tasks_django import (
+    InvalidTaskError,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    add,
+    async_double,
+    boom,
+    shout,
+    task_backends,
+    which_attempt,
+)
 from tests.tasks_helpers import start_worker, stop, wait_until
 
 TASKS = {

@@ -4,12 +4,10 @@ enqueues once, and the worker (another process, another connection) sees its row
 
 import pytest
 from django.db import connections, transaction
-from django_tasks import TaskResultStatus
-from django_tasks.exceptions import TaskResultDoesNotExist
 
 from redisparts_app.services.tasks import TaskQueue
 from tests.fencing.models import FencedRecord
-from tests.tasks_django import add, record_value
+from tests.tasks_django import TaskResultDoesNotExist, TaskResultStatus, add, record_value
 from tests.tasks_helpers import record, start_worker, stop, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
