@@ -22,6 +22,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from marketplace.mailers import FILE_BACKEND, mail_settings
 from redisparts_app.conf import sentinel_addresses
 from redisparts_app.embedded import socket_url
 
@@ -213,9 +214,11 @@ LOGIN_REDIRECT_URL = "market"
 LOGOUT_REDIRECT_URL = "home"
 
 # Sold e-mails go through Django's e-mail API; the demo writes them as files the Outbox
-# page lists (the tests use the in-memory backend).
-EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
-EMAIL_FILE_PATH = Path(os.environ.get("DJANGO_EMAIL_FILE_PATH", VAR_DIR / "outbox"))
+# page lists (the tests use the in-memory backend): MAILERS on Django 6.1, EMAIL_BACKEND
+# before it.
+globals().update(
+    mail_settings(FILE_BACKEND, os.environ.get("DJANGO_EMAIL_FILE_PATH", VAR_DIR / "outbox"))
+)
 DEFAULT_FROM_EMAIL = "market@redisparts.test"
 
 # Django's Tasks API on the redisparts task queues; `rp_worker default email` runs them.

@@ -5,6 +5,8 @@ CONNECTIONS stays at its default (conftest.py points the default at a cluster fo
 marked cluster). The demo's tests use tests/demo/settings.py instead.
 """
 
+import django
+
 SECRET_KEY = "redisparts-tests-only"
 DEBUG = False
 ALLOWED_HOSTS = ["testserver", "127.0.0.1", "localhost"]
@@ -64,7 +66,12 @@ REDISPARTS = {
 }
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+# The in-memory mailer also in the worker processes the tests start: MAILERS on Django
+# 6.1, which deprecates EMAIL_BACKEND.
+if django.VERSION >= (6, 1):
+    MAILERS = {"default": {"BACKEND": "django.core.mail.backends.locmem.EmailBackend"}}
+else:
+    EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 DEFAULT_FROM_EMAIL = "app@redisparts.test"
 
 LANGUAGE_CODE = "en-us"

@@ -1,5 +1,5 @@
 """Outbox page: the e-mails the site sent (the worker's sold e-mails), read back from the
-file e-mail backend's folder (settings.EMAIL_FILE_PATH, var/outbox/ in the demo).
+file e-mail backend's folder (var/outbox/ in the demo).
 
 Staff see every e-mail, others only those addressed to them. The newest files are read
 first and at most MAX_FILES of them, so a large folder costs a bounded amount of work.
@@ -10,12 +10,12 @@ import email.policy
 import email.utils
 from pathlib import Path
 
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from ..mailers import FILE_BACKEND, default_mailer
 from ..tasks import email_address
 
 MAX_FILES = 200
@@ -57,8 +57,8 @@ def addresses(headers: list) -> set[str]:
 @login_required
 @require_GET
 def outbox(request: HttpRequest) -> HttpResponse:
-    folder = getattr(settings, "EMAIL_FILE_PATH", None)
-    file_backend = settings.EMAIL_BACKEND.endswith("filebased.EmailBackend") and folder
+    backend, folder = default_mailer()
+    file_backend = backend == FILE_BACKEND and folder
     messages = read_outbox(Path(folder)) if file_backend else []
     if not request.user.is_staff:
         # The whole address, not a part of it: user "ice" must not see alice's e-mail.

@@ -11,6 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
+from marketplace.mailers import FILE_BACKEND, mail_settings
 from redisparts_app.services.tasks import TaskQueue
 
 pytestmark = pytest.mark.slow
@@ -18,10 +19,7 @@ pytestmark = pytest.mark.slow
 
 def test_killed_worker_task_is_recovered_and_delivered_exactly_once(tmp_path):
     out = io.StringIO()
-    with override_settings(
-        EMAIL_BACKEND="django.core.mail.backends.filebased.EmailBackend",
-        EMAIL_FILE_PATH=str(tmp_path),
-    ):
+    with override_settings(**mail_settings(FILE_BACKEND, tmp_path)):
         call_command("demo_recovery", lease=1.0, send_seconds=1.5, timeout=60, stdout=out)
     report = out.getvalue()
     assert "3. Killed worker" in report

@@ -17,6 +17,7 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from marketplace import tasks as site_tasks
+from marketplace.mailers import mail_settings
 from marketplace.views.market import complete_purchase
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import (
@@ -242,7 +243,7 @@ def test_redelivered_sold_email_task_sends_one_email(db, redis_client):
 
 
 def test_failed_send_leaves_the_sale_unsent_so_a_retry_sends_it(db, redis_client):
-    failing = override_settings(EMAIL_BACKEND="tests.demo.test_market_outbox.FailingBackend")
+    failing = override_settings(**mail_settings("tests.demo.test_market_outbox.FailingBackend"))
     with failing, pytest.raises(OSError, match="SMTP server unavailable"):
         site_tasks.send_sold_email(**SALE)
     site_tasks.send_sold_email(**SALE)

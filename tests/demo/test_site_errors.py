@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.views.defaults import server_error
 
 from marketplace.demo_data import CHAT_ID, load
+from marketplace.mailers import FILE_BACKEND, mail_settings
 from marketplace.refusals import refusal
 from redisparts_app.exceptions import InvalidArgument
 from redisparts_app.keys import validate_key_part
@@ -148,9 +149,7 @@ def test_pages_show_service_errors_as_sentences(client, demo, path, data, senten
 
 def test_the_outbox_matches_the_whole_recipient_address(client, demo, tmp_path):
     User.objects.create_user("ice", email="ice@redisparts.test", password="ice-pw-123")
-    files = {"EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
-             "EMAIL_FILE_PATH": tmp_path}  # fmt: skip
-    with override_settings(**files):
+    with override_settings(**mail_settings(FILE_BACKEND, tmp_path)):
         send_mail("Your Lantern sold", "for alice", "m@x.test", ["alice@redisparts.test"])
         send_mail("Your Rope sold", "for ice", "m@x.test", ["Ice <ICE@redisparts.test>"])
         ice = login(client, "ice").get("/outbox/")

@@ -7,6 +7,7 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from marketplace.demo_data import ACCOUNTS, CHAT_HISTORY, CHAT_ID, load
+from marketplace.mailers import FILE_BACKEND, mail_settings
 from marketplace.models import MarketSummary
 from marketplace.summary import SUMMARY, refresh_market_summary
 from redisparts_app.keys import scan_keys
@@ -171,9 +172,7 @@ def test_stats_page_refuses_unknown_choices_with_400(client, demo, query):
 
 
 def test_outbox_shows_staff_everything_and_users_their_own(client, demo, tmp_path):
-    files = {"EMAIL_BACKEND": "django.core.mail.backends.filebased.EmailBackend",
-             "EMAIL_FILE_PATH": tmp_path}  # fmt: skip
-    with override_settings(**files):
+    with override_settings(**mail_settings(FILE_BACKEND, tmp_path)):
         send_mail("Your Bow sold for 75.00", "<b>hi</b>", "m@x.test", ["carol@redisparts.test"])
         send_mail("Your Rope sold for 1.00", "hello", "m@x.test", ["dave@redisparts.test"])
         staff = login(client, "admin").get("/outbox/").content.decode()

@@ -15,6 +15,7 @@ from collections import Counter
 import pytest
 
 from marketplace import tasks as site_tasks
+from marketplace.mailers import FILE_BACKEND, mail_settings
 from marketplace.views.market import complete_purchase
 from redisparts_app.exceptions import MarketError
 from redisparts_app.services import market
@@ -56,8 +57,8 @@ def test_sold_emails_survive_an_email_worker_killed_30_times_while_purchases_flo
 ):
     outbox = tmp_path / "outbox"
     outbox.mkdir()
-    settings.EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
-    settings.EMAIL_FILE_PATH = str(outbox)
+    for name, value in mail_settings(FILE_BACKEND, outbox).items():
+        setattr(settings, name, value)
     settings.REDISPARTS = {
         **settings.REDISPARTS,
         "QUEUE_RETRY_DELAY": 0.1,

@@ -31,6 +31,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from marketplace.demo_data import ACCOUNTS
+from marketplace.mailers import default_mailer
 from marketplace.summary import SUMMARY_INTERVAL, refresh_market_summary
 from marketplace.tasks import relay_all_sold_emails
 from redisparts_app.embedded import EmbeddedRedis
@@ -130,7 +131,7 @@ class Command(BaseCommand):
         for account in ACCOUNTS:
             role = "  (staff: /admin/)" if account.staff else ""
             self.stdout.write(f"  {account.username:<8} {account.password}{role}")
-        self.stdout.write(f"Sold e-mails are written to {settings.EMAIL_FILE_PATH}/\n")
+        self.stdout.write(f"Sold e-mails are written to {default_mailer()[1]}/\n")
 
     def _start_embedded(self) -> EmbeddedRedis | None:
         if settings.REDISPARTS.get("EMBEDDED") is None:

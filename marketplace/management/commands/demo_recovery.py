@@ -17,12 +17,12 @@ import time
 import uuid
 from typing import Any
 
-from django.conf import settings
 from django.core.mail import send_mail
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 from tqdm import tqdm
 
+from marketplace.mailers import default_mailer
 from redisparts_app.connection import get_redis
 from redisparts_app.exceptions import RedisPartsError, TaskNotFound
 from redisparts_app.keys import make_key
@@ -186,7 +186,7 @@ class Command(BaseCommand):
         self.stdout.write(
             self.style.SUCCESS(
                 f"8. Delivered once: 1 e-mail to {email} after {attempts} deliveries "
-                f"(mail backend {settings.EMAIL_BACKEND.rsplit('.', 2)[-2]})."
+                f"(mail backend {default_mailer()[0].rsplit('.', 2)[-2]})."
             )
         )
 

@@ -28,6 +28,7 @@ from django.core.management import call_command
 from django.test import override_settings
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
+from marketplace.mailers import FILE_BACKEND, mail_settings
 from redisparts_app.testing import free_port
 from tests.processes import CONTEXT
 
@@ -81,10 +82,7 @@ def mail_dir(tmp_path: Path) -> Iterator[Path]:
     """E-mail goes to files here, from the server thread and the worker alike."""
     directory = tmp_path / "mail"
     directory.mkdir()
-    with override_settings(
-        EMAIL_BACKEND="django.core.mail.backends.filebased.EmailBackend",
-        EMAIL_FILE_PATH=str(directory),
-    ):
+    with override_settings(**mail_settings(FILE_BACKEND, directory)):
         yield directory
 
 
