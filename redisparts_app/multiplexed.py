@@ -13,13 +13,18 @@ redis-py's own path costs about twice the sync client's time per call and takes 
 pooled connection per concurrent caller; this one comes close to the sync client's time
 and answers a hundred concurrent callers with a few writes and reads.
 
+The shared connection is opened as a connection of the client's pool would be: the
+same address (a sentinel pool's master), TLS context, AUTH user and password, database
+and protocol (RESP3, redis-py 8's default, after ``HELLO 3``; RESP2 otherwise), so the
+client's own reply callbacks read its replies, which hiredis parses as redis-py's
+hiredis parser does. Only redis-py's public API is used.
+
 What keeps redis-py's path (a connection of the pool, one at a time): commands that
 block or hold a connection (BLPOP and the other B* commands, WAIT, XREAD/XREADGROUP,
 WATCH, SUBSCRIBE, MONITOR...), pipelines and WATCH transactions, and every command
-of a client that decodes replies, speaks RESP3 (redis-py 8's default: there the shared
-connection serves only clients made with ``protocol=2``), uses TLS or has no hiredis.
-A lost connection fails the commands waiting on it with redis.ConnectionError; the next
-command opens a new one (no retry: a command sent may have run).
+of a client that decodes replies or has no hiredis. A lost connection fails the
+commands waiting on it with redis.ConnectionError; the next command opens a new one
+(no retry: a command sent may have run).
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ try:
 except ImportError:  # pragma: no cover - hiredis is a dependency of the app
     hiredis = None  # type: ignore[assignment]
 
-from redis._parsers.base import BaseParser
+from redis import exceptions
 from redis.commands.core import CoreCommands
 
 __all__ = ["MultiplexedRedis"]
@@ -54,6 +59,30 @@ _EXCLUSIVE = frozenset(
     )
     for name in names.split()
 )
+
+
+# Error replies by their first word -> the exception redis-py raises for them (the
+# cluster redirections never reach a single server's connection).
+_ERRORS: dict[str, type[exceptions.RedisError]] = {
+    "NOSCRIPT": exceptions.NoScriptError,
+    "READONLY": exceptions.ReadOnlyError,
+    "OOM": exceptions.OutOfMemoryError,
+    "EXECABORT": exceptions.ExecAbortError,
+    "LOADING": exceptions.BusyLoadingError,
+    "NOAUTH": exceptions.AuthenticationError,
+    "WRONGPASS": exceptions.AuthenticationError,
+    "NOPERM": exceptions.NoPermissionError,
+}
+
+
+def _error(message: str) -> exceptions.RedisError:
+    """The exception of an error reply, as redis-py's parsers make it."""
+    code, _, rest = message.partition(" ")
+    if code in _ERRORS:
+        return _ERRORS[code](rest)
+    if message == "ERR max number of clients reached":
+        return exceptions.ConnectionError(message[4:])
+    return exceptions.ResponseError(message)
 
 
 # Command name (as redis-py passes it) -> whether it may go on the shared connection.
@@ -88,9 +117,7 @@ class _Link(asyncio.Protocol):
         self.waiting: collections.deque[asyncio.Future] = collections.deque()
         self.buffer: list[bytes] = []
         self.turn = False  # a command went out in this turn of the loop
-        self.reader = hiredis.Reader(
-            protocolError=InvalidResponse, replyError=BaseParser.parse_error
-        )
+        self.reader = hiredis.Reader(protocolError=InvalidResponse, replyError=_error)
         self.lost: Exception | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -231,15 +258,7 @@ class MultiplexedRedis(redis.asyncio.Redis):
             pool = self.connection_pool
             kwargs = pool.connection_kwargs
             self._encoder = pool.get_encoder()
-            # The protocol a connection of the pool would speak: redis-py 8 speaks RESP3
-            # unless told otherwise, and its reply callbacks expect RESP3's replies.
-            protocol = pool.connection_class(**kwargs).protocol
-            can = self._multiplex = (
-                hiredis is not None
-                and not kwargs.get("decode_responses")
-                and str(protocol) == "2"
-                and not issubclass(pool.connection_class, redis.asyncio.connection.SSLConnection)
-            )
+            can = self._multiplex = hiredis is not None and not kwargs.get("decode_responses")
         return can
 
     async def _connect(self) -> _Link:
@@ -273,7 +292,10 @@ class MultiplexedRedis(redis.asyncio.Redis):
             else:
                 host, port = await self._address(connection)
                 where = f"{host}:{port}"
-                opening = loop.create_connection(lambda: _Link(loop), host, port)
+                tls: dict[str, Any] = {}
+                if isinstance(connection, redis.asyncio.connection.SSLConnection):
+                    tls = {"ssl": connection.ssl_context.get(), "server_hostname": host}
+                opening = loop.create_connection(lambda: _Link(loop), host, port, **tls)
             try:
                 async with asyncio.timeout(setting("socket_connect_timeout", None)):
                     _transport, link = await opening
@@ -285,6 +307,10 @@ class MultiplexedRedis(redis.asyncio.Redis):
             username, password = setting("username", None), setting("password", None)
             if password:
                 handshake.append(("AUTH", username, password) if username else ("AUTH", password))
+            # The protocol a connection of the pool speaks (redis-py 8: RESP3 unless told
+            # otherwise), which the client's reply callbacks expect.
+            if str(setting("protocol", 2)) == "3":
+                handshake.append(("HELLO", 3))
             if setting("client_name", None):
                 handshake.append(("CLIENT", "SETNAME", setting("client_name")))
             if setting("db", 0):

@@ -230,11 +230,24 @@ def test_a_cancelled_call_leaves_its_core_closed(redis_client):
 # -- MultiplexedRedis: the async client of a single server ----------------------------------
 
 
-def test_concurrent_calls_share_one_connection_and_get_their_own_replies(redis_url):
+# None: the client's default (RESP2 on redis-py 5.2, RESP3 on 8).
+PROTOCOLS = [
+    pytest.param(None, id="default"),
+    pytest.param(2, id="resp2"),
+    pytest.param(3, id="resp3"),
+]
+
+
+def pool_of(url, protocol):
+    options = {} if protocol is None else {"protocol": protocol}
+    return redis.asyncio.BlockingConnectionPool.from_url(url, **options)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_concurrent_calls_share_one_connection_and_get_their_own_replies(redis_url, protocol):
     async def main():
         assert isinstance(get_async_redis(), MultiplexedRedis)
-        # RESP2 named: redis-py 8 speaks RESP3 by default, which keeps redis-py's own path.
-        pool = redis.asyncio.BlockingConnectionPool.from_url(redis_url, protocol=2)
+        pool = pool_of(redis_url, protocol)
         client = MultiplexedRedis(connection_pool=pool)
         await asyncio.gather(*(client.set(f"k{n}", n) for n in range(300)))
         values = await asyncio.gather(*(client.get(f"k{n}") for n in range(300)))
@@ -248,6 +261,55 @@ def test_concurrent_calls_share_one_connection_and_get_their_own_replies(redis_u
     assert values == [str(n).encode() for n in range(300)]
     assert sorted(counts) == list(range(1, 301))
     assert pooled == 1  # only CLIENT LIST took one; the 900 calls went on the shared link
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_replies_have_the_shapes_of_redis_pys_own_client(redis_url, protocol):
+    """Each reply type of the protocol (maps, sets, doubles, nulls, errors) read through
+    the client's own callbacks: the shared connection answers as redis-py's does."""
+
+    async def calls(client):
+        script = "return {1, 'two', {3}}"
+        await client.hset("h", mapping={"a": 1, "b": "x"})
+        await client.zadd("z", {"m": 1.5, "n": 2})
+        await client.sadd("s", "p", "q")
+        replies = [
+            await client.hgetall("h"),
+            await client.zrange("z", 0, -1, withscores=True),
+            await client.zscore("z", "m"),
+            await client.zincrby("z", 1, "m"),
+            sorted(await client.smembers("s")),
+            await client.get("missing"),
+            await client.exists("h", "z", "missing"),
+            await client.ttl("h"),
+            await client.eval(script, 0),
+            await client.hincrbyfloat("h", "a", 0.5),
+            await client.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"},
+        ]
+        try:
+            await client.evalsha("0" * 40, 0)
+        except redis.exceptions.NoScriptError as exc:
+            replies.append(type(exc).__name__)
+        await client.flushdb()
+        return replies
+
+    async def main():
+        shared = MultiplexedRedis(connection_pool=pool_of(redis_url, protocol))
+        plain = redis.asyncio.Redis(connection_pool=pool_of(redis_url, protocol))
+        try:
+            ours = await calls(shared)
+            pooled = len(shared.connection_pool._in_use_connections) + len(
+                shared.connection_pool._available_connections
+            )
+            return ours, await calls(plain), pooled
+        finally:
+            await shared.aclose()
+            await plain.aclose()
+
+    ours, theirs, pooled = run(main())
+    assert ours == theirs
+    assert ours[-1] == "NoScriptError"
+    assert pooled == 1  # only CONFIG GET (a command with a space) took a pooled connection
 
 
 def test_a_cancelled_caller_leaves_the_replies_of_the_others_in_step(redis_client):
