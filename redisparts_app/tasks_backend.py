@@ -14,9 +14,8 @@ listening on it runs it. ``run_after`` is supported (the delayed set); a priorit
 above the default puts the task at the head of its queue (before the tasks already
 waiting there), the default or a lower one at its tail; priorities across queues
 come from the order of the worker's queues. ``async def`` tasks run on an event loop
-of their own in the worker. Tested with the django-tasks backport on Django 5.2;
-Django 6's ``django.tasks`` has the same interface and is imported first when
-present. Results (status, return value, errors with
+of their own in the worker. Tested with Django 6's ``django.tasks`` (imported first
+when present) and with the django-tasks backport on Django 5.2. Results (status, return value, errors with
 tracebacks, worker ids) live in ``<prefix>:queue:{<group>}:result:<id>`` as
 JSON for REDISPARTS["QUEUE_RESULT_TTL"] seconds after their last update, and
 are read back with ``get_result(id)`` from any process. A task that raises is

@@ -19,6 +19,8 @@ import os
 import signal
 from collections.abc import Callable, Iterator
 
+import django
+import django_redis
 import pytest
 import redis
 import redis.connection
@@ -103,7 +105,8 @@ def pytest_report_header(config: pytest.Config) -> str:
         protocol = client.connection_pool.connection_kwargs.get("protocol") or "default"
     return (
         f"server: {binary.name} {version} ({binary}); "
-        f"redis-py {redis.__version__}, protocol {protocol}"
+        f"redis-py {redis.__version__}, protocol {protocol}; "
+        f"Django {django.__version__}, django-redis {django_redis.__version__}"
     )
 
 
