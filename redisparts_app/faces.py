@@ -25,6 +25,8 @@ server holding a key, as ``connection.transaction``), ``watch`` (WATCH, reads, t
 MULTI/EXEC: an optimistic transaction), ``scripts`` (one script per (keys, args),
 pipelined per node, as the chat's fetch across chats), ``sleep``, ``on`` (an operation
 sent to another client of the same face, for a core that talks to two servers), and
+``pop_signal`` (an element of a wake-up list, waited for with BLPOP: one BLPOP per list at
+a time for all the waiters of a process, see ``wakeups``), and
 ``CLIENT`` (the client the core runs on, for what depends on it). Two executors run a
 core: ``run(core, client)`` on a sync client, cluster client or pipeline, ``await arun(core,
 client)`` on a ``redis.asyncio`` one (None: ``connection.get_async_redis()``). An
@@ -44,7 +46,7 @@ from typing import Any, TypeAlias, TypeVar
 import redis.asyncio
 from redis.exceptions import NoScriptError
 
-from . import lua
+from . import lua, wakeups
 from .connection import (
     SLOT_MIGRATING_ERRORS,
     aon_slot,
@@ -74,6 +76,7 @@ __all__ = [
     "command",
     "on",
     "pipeline",
+    "pop_signal",
     "run",
     "script",
     "scripts",
@@ -142,6 +145,14 @@ class Scripts(Op):
 class On(Op):
     client: Any
     op: Op
+    then: Callable[[Any], Any] | None = None
+
+
+@dataclass(slots=True)
+class PopSignal(Op):
+    key: str
+    seconds: float
+    patience: float
     then: Callable[[Any], Any] | None = None
 
 
@@ -233,6 +244,14 @@ def sleep(seconds: float) -> Op:
     return Sleep(seconds)
 
 
+def pop_signal(key: str, seconds: float, patience: float) -> Op:
+    """Pop an element of the wake-up list ``key`` with a BLPOP ending ``seconds`` from now
+    (at least 2 ms, at most half the socket timeout); the reply is whether one came. The
+    waiters of a process on one list take turns at one BLPOP (``wakeups``): a waiter
+    waits up to ``patience`` seconds for its turn (the reply is then False)."""
+    return PopSignal(key, seconds, patience)
+
+
 def clients(client: Any) -> tuple[Any, Any]:
     """Return the (sync, async) clients of a service given ``client=``.
 
@@ -316,6 +335,8 @@ def _do(op: Any, client: Any) -> Any:
         reply = _sync_scripts(client, op.name, op.calls)
     elif kind is Watch:
         reply = while_resharding(client, lambda: _sync_watch(client, op))
+    elif kind is PopSignal:
+        reply = wakeups.pop_signal(client, op.key, op.seconds, op.patience)
     elif kind is Sleep:
         time.sleep(op.seconds)
         reply = None
@@ -481,6 +502,8 @@ async def _ado(op: Any, client: Any) -> Any:
             reply = await atransaction(client, op.key, lambda pipe: _queue_all(pipe, op.ops))
     elif kind is Watch:
         reply = await awhile_resharding(client, lambda: _awatch(client, op))
+    elif kind is PopSignal:
+        reply = await wakeups.apop_signal(client, op.key, op.seconds, op.patience)
     elif kind is Sleep:
         await asyncio.sleep(op.seconds)
         reply = None

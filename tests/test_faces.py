@@ -156,7 +156,7 @@ async def _increment_under_lock(client, rounds: int, log: list) -> None:
 @pytest.mark.cluster
 def test_coroutines_share_a_lock_without_blocking_the_loop(redis_client, redis_backend):
     """10 coroutines of one loop: no increment lost, fences strictly increasing, and the
-    loop keeps running other work while they wait (BLPOP of one waiter per connection)."""
+    loop keeps running other work while they wait (one BLPOP at a time for all of them)."""
     fences: list[int] = []
     ticks = []
 
