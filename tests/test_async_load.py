@@ -9,13 +9,14 @@ holder's release never queues behind them for a connection.
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Callable
 
 import pytest
 from django.test import override_settings
 
-from redisparts_app.connection import aclose_async_clients
-from redisparts_app.services.locks import Lock
+from redisparts_app.connection import aclose_async_clients, slot_client
+from redisparts_app.services.locks import Lock, lock_keys
 from redisparts_app.services.semaphores import FairSemaphore, Semaphore
 
 pytestmark = pytest.mark.cluster
@@ -162,3 +163,57 @@ def test_holders_of_one_process_share_a_semaphore_of_three(redis_client, holders
         count, errors = run_all(holders, ahold, hold)
         check_semaphore_run(watch, errors, count, after=run * count, fair=fair)
         redis_client.script_flush()
+
+
+@pytest.mark.parametrize("holders", ["coroutines", "threads"])
+def test_the_waiters_of_a_process_hold_one_blpop_between_them(redis_client, holders):
+    holder = Lock("busy", ttl=TTL)
+    holder.acquire()
+    server = slot_client(redis_client, lock_keys("busy")[0])
+    blocked: list[int] = []
+
+    def release_once_they_wait() -> None:
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:
+            blocked.append(server.info("clients")["blocked_clients"])
+            time.sleep(0.01)
+        holder.release()
+
+    async def ahold() -> None:
+        async with Lock("busy", ttl=TTL, timeout=WAIT):
+            pass
+
+    def hold() -> None:
+        with Lock("busy", ttl=TTL, timeout=WAIT):
+            pass
+
+    releaser = threading.Thread(target=release_once_they_wait)
+    releaser.start()
+    _count, errors = run_all(holders, ahold, hold)
+    releaser.join()
+    assert errors == []
+    assert max(blocked) == 1  # one BLPOP for all the waiters
+
+
+@pytest.mark.single_server  # the pool of a URL entry's async client
+def test_releases_never_queue_behind_the_waiters_of_other_locks(redis_client, redis_url):
+    """Eight locks, each with five coroutines in turn: eight BLPOPs at once, while the pool
+    the other calls use has two connections and fails a call that waits 1 s for one."""
+    redis_client.script_flush()  # the scripts' loading leaves redis-py 5.2's shared connection
+    options = {"max_connections": 2, "timeout": 1}
+    connections = {"default": {"URL": redis_url, "OPTIONS": options}}
+
+    async def ahold(name: str) -> None:
+        async with Lock(name, ttl=TTL, timeout=WAIT):
+            await asyncio.sleep(0.05)
+
+    async def main() -> list[BaseException]:
+        try:
+            calls = [ahold(f"lock{n}") for n in range(8) for _ in range(5)]
+            results = await asyncio.gather(*calls, return_exceptions=True)
+        finally:
+            await aclose_async_clients()
+        return [result for result in results if isinstance(result, BaseException)]
+
+    with override_settings(REDISPARTS={"CONNECTIONS": connections}):
+        assert asyncio.run(main()) == []
