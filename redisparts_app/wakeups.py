@@ -11,9 +11,11 @@ pool on redis-py 8: 100, then MaxConnectionsError), and a holder would find no c
 to release or extend with and wait out its TTL. Here the waiters of one process on one
 list (threads on one sync client; coroutines on one async client, hence of one event loop)
 take turns: one sends the BLPOP, the others wait in the process (a condition variable; a
-future each, first come first served) and the next sends the next BLPOP once it returns.
-An element popped wakes the waiter that popped it, as a lone waiter's BLPOP would; the
-others wake at their own timeout. Waiters in several processes compete in Redis as before.
+future each, first come first served) and the next sends the next BLPOP once it returns,
+blocking for what is left of its own pause. An element popped wakes the waiter that popped
+it, as a lone waiter's BLPOP would; a waiter in line does not poll, and leaves the line
+only when its patience (the rest of its whole wait) runs out. Waiters in several
+processes compete in Redis as before, one BLPOP per process.
 
 Bound: a process holds at most one connection in BLPOP per wake-up list. On the async face
 that connection comes from a pool of its own (``connection.blocking_twin``), never from
