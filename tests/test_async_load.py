@@ -167,15 +167,17 @@ def test_holders_of_one_process_share_a_semaphore_of_three(redis_client, holders
 
 @pytest.mark.parametrize("holders", ["coroutines", "threads"])
 def test_the_waiters_of_a_process_hold_one_blpop_between_them(redis_client, holders):
-    holder = Lock("busy", ttl=TTL)
+    holder = Lock("busy", ttl=60)  # outlasts the waiters' start on a slow machine
     holder.acquire()
     server = slot_client(redis_client, lock_keys("busy")[0])
     blocked: list[int] = []
 
     def release_once_they_wait() -> None:
-        end = time.monotonic() + 0.5
+        end = time.monotonic() + 30
         while time.monotonic() < end:
             blocked.append(server.info("clients")["blocked_clients"])
+            if blocked.count(1) == 1:  # they wait: a few samples more, then the release
+                end = min(end, time.monotonic() + 0.3)
             time.sleep(0.01)
         holder.release()
 
