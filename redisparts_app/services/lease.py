@@ -258,10 +258,11 @@ class LeaseHolder:
         self._held = True
 
     def _pause(self, seconds: float, patience: float | None = None) -> faces.Steps[bool]:
-        """Wait up to ``seconds`` for a release; return whether one woke this waiter.
+        """Wait for a release; return whether one woke this waiter.
 
-        The waiters of a process take turns at the wake-up list's BLPOP (``wakeups``); one
-        waits up to ``patience`` seconds (default ``seconds``) for its turn."""
+        A BLPOP ending ``seconds`` from now; while another waiter of the process holds the
+        list's BLPOP (``wakeups``), up to ``patience`` seconds (default ``seconds``) for
+        this waiter's turn, its BLPOP then lasting what is left of ``seconds``."""
         if self.signal_key is None:
             yield faces.sleep(seconds)
             return False
