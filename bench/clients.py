@@ -8,7 +8,8 @@ commands), a lock pair, an enqueue and a chat message (EVALSHA scripts), a chat 
 over 10 chats (a script with a bigger reply), presence recorded (MULTI/EXEC) and the
 unread counts of 10 chats (a pipeline of scripts), and the async faces (on the
 ``MultiplexedRedis`` that ``get_async_redis()`` builds; redis-py's own path when the
-client speaks RESP3), one call at a time and 100 concurrent callers.
+client speaks RESP3), one call at a time and 100 concurrent callers, beside a SCARD on a
+plain ``redis.asyncio.Redis`` (redis-py's pooled path, no service; left out of the medians).
 
 Three variants, each a long-lived worker process (``python -m bench.clients --worker``)
 with the services configured as a user would (``REDISPARTS["CONNECTIONS"]`` with a URL),
@@ -61,12 +62,15 @@ from bench.harness import (
     redis_benchmark_path,
 )
 
-TIMEOUT = 900  # seconds: 19 cases, 3 variants, 12 turns of BLOCK seconds
+TIMEOUT = 900  # seconds: 20 cases, 3 variants, 12 turns of BLOCK seconds
 BLOCK = 0.3  # seconds of calls per variant, case and turn
 TURNS = 4  # turns per repetition
 CHATS = 10  # chats of the fetch and unread-count cases
 CONCURRENCY = 100
 
+# redis-py's own asyncio client, no service and no shared connection: what a protocol
+# costs on redis-py's pooled path, which the async faces take when they cannot share.
+POOLED = "redis.asyncio.Redis SCARD (redis-py's pooled path)"
 # (case, what it sends, async?) in the order of the tables.
 CASES = [
     ("GET", "GET", False),
@@ -87,6 +91,7 @@ CASES = [
     ("async RateLimit.hit", "EVALSHA", True),
     ("async presence.record_activity", "MULTI/EXEC of 6", True),
     ("async Lock acquire + release", "2 EVALSHA", True),
+    (POOLED, "SCARD", True),
     (f"async Mailbox.unread_count, {CONCURRENCY} concurrent", "one read per caller", True),
 ]
 
@@ -269,6 +274,7 @@ def worker(url: str, protocol: int | None, prefix: str) -> None:
     configure(url, protocol, prefix)
     import hiredis
     import redis
+    import redis.asyncio
 
     from redisparts_app.connection import get_async_redis, get_redis
     from redisparts_app.services import mail
@@ -283,6 +289,9 @@ def worker(url: str, protocol: int | None, prefix: str) -> None:
 
     aclient = loop.run_until_complete(make_async())
     acalls = async_cases(aclient)
+    options = {} if protocol is None else {"protocol": protocol}
+    pooled = redis.asyncio.Redis.from_url(url, **options)
+    acalls[POOLED] = lambda: pooled.scard("bench:set")
     boxes = [mail.Mailbox(f"user{n}", client=aclient).aunread_count for n in range(CONCURRENCY)]
     loop.run_until_complete(acalls["async Mailbox.unread_count"]())
     hello = {
@@ -305,6 +314,7 @@ def worker(url: str, protocol: int | None, prefix: str) -> None:
             figures = loop.run_until_complete(time_concurrent(boxes, seconds))
         print(json.dumps({"cpu": figures[0], "wall": figures[1]}), file=out, flush=True)
     loop.run_until_complete(aclient.aclose())
+    loop.run_until_complete(pooled.aclose())
 
 
 class Worker:
@@ -442,7 +452,8 @@ def section(
         row += [samples.median(f"{case}|{name}", key) for name in (BASE, OTHER, OTHER2)]
         for a, b, label in pairs(hello):
             value = samples.ratio(f"{case}|{a}", f"{case}|{b}", key)
-            medians.setdefault(label, []).append(value)
+            if case != POOLED:  # not a service's path
+                medians.setdefault(label, []).append(value)
             spread = ratio_spread(samples, f"{case}|{a}", f"{case}|{b}", key)
             row.append(f"{value:.2f} ({spread})")
             if key == "cpu":
