@@ -45,11 +45,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
-
-if __package__ in (None, ""):  # run by path: the project root on sys.path
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import (
     ROOT,
