@@ -1,0 +1,84 @@
+"""The site at a phone's width (390 by 844) in Chromium: no page is wider than the screen,
+every menu entry is on screen and whole, the stats table shows its numbers, a table
+wider than its card shows that it scrolls, and a purchase made low on a long market
+page brings its result into view."""
+
+import base64
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from redisparts_app.conf import app_settings
+from redisparts_app.services import market as market_service
+
+from .helpers import log_in, save_screenshot
+
+pytestmark = pytest.mark.browser
+
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 800}
+
+# Where an element is, in the viewport's CSS pixels.
+BOX = """el => { const r = el.getBoundingClientRect();
+  return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; }"""
+
+# One pixel of the screen as [r, g, b, a]: a one-pixel screenshot read back through a canvas.
+READ_PIXEL = """async data => {
+  const image = new Image();
+  image.src = "data:image/png;base64," + data;
+  await image.decode();
+  const canvas = document.createElement("canvas");
+  canvas.width = canvas.height = 1;
+  const context = canvas.getContext("2d");
+  context.drawImage(image, 0, 0);
+  return Array.from(context.getImageData(0, 0, 1, 1).data);
+}"""
+
+
+def phone_page(new_page, user: str | None = None, viewport: dict = PHONE) -> Page:
+    page = new_page()
+    page.set_viewport_size(viewport)
+    if user:
+        log_in(page, user, f"{user}-demo")
+    return page
+
+
+def page_width(page: Page) -> int:
+    return page.evaluate("document.documentElement.scrollWidth")
+
+
+def on_screen(page: Page, box: dict) -> bool:
+    width = page.viewport_size["width"]
+    return box["left"] >= 0 and box["right"] <= width
+
+
+def pixel(page: Page, x: float, y: float) -> list[int]:
+    png = page.screenshot(clip={"x": x, "y": y, "width": 1, "height": 1})
+    return page.evaluate(READ_PIXEL, base64.b64encode(png).decode())
+
+
+def test_the_chat_list_keeps_the_page_width(new_page):
+    page = phone_page(new_page, "alice")
+    page.goto("/chat/")
+    row = page.locator(".chat-list a", has_text="#tavern")
+    expect(row.locator(".chat-unread")).to_be_visible()
+    assert page_width(page) <= PHONE["width"]
+    for part in (".chat-when", ".chat-unread"):
+        assert on_screen(page, row.locator(part).evaluate(BOX)), part
+    save_screenshot(page, "phone-chats")
+
+
+def test_the_highest_price_keeps_the_market_width(new_page):
+    market_service.give_item("carol", "Golden crown")
+    market_service.list_item("carol", "Golden crown", app_settings.MARKET_MAX_PRICE)
+    page = phone_page(new_page, "alice")
+    page.goto("/market/")
+    row = page.get_by_role("row", name="Golden crown")
+    expect(row).to_contain_text("1,000,000,000.00")
+    assert page_width(page) <= PHONE["width"]
+    region = page.get_by_role("region", name="Listings").evaluate(BOX)
+    for cell in (row.locator("td.price"), row.get_by_role("button", name="Buy")):
+        box = cell.evaluate(BOX)
+        assert on_screen(page, box), box
+        assert box["right"] <= region["right"], box  # not scrolled out of the table
+    save_screenshot(page, "phone-market-highest-price")
