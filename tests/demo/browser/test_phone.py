@@ -57,6 +57,23 @@ def pixel(page: Page, x: float, y: float) -> list[int]:
     return page.evaluate(READ_PIXEL, base64.b64encode(png).decode())
 
 
+def test_every_menu_entry_is_on_screen_and_whole(new_page):
+    page = phone_page(new_page, "admin")
+    page.goto("/market/")
+    nav = page.get_by_role("navigation", name="Main")
+    links = nav.get_by_role("link")
+    expect(links.last).to_have_text("Admin")
+    names = links.all_inner_texts()
+    assert len(names) == 8, names
+    for link in links.all():
+        box = link.evaluate(BOX)
+        assert on_screen(page, box), (link.inner_text(), box)
+    # Nothing of the menu hides behind a sideways scroll.
+    assert nav.evaluate("el => el.scrollWidth <= el.clientWidth")
+    assert page_width(page) <= PHONE["width"]
+    save_screenshot(page, "phone-menu")
+
+
 def test_the_chat_list_keeps_the_page_width(new_page):
     page = phone_page(new_page, "alice")
     page.goto("/chat/")
