@@ -99,3 +99,44 @@ def test_the_highest_price_keeps_the_market_width(new_page):
         assert on_screen(page, box), box
         assert box["right"] <= region["right"], box  # not scrolled out of the table
     save_screenshot(page, "phone-market-highest-price")
+
+
+def test_the_stats_table_shows_its_numbers(new_page):
+    page = phone_page(new_page, "alice")
+    # A view without a URL name is timed under its long dotted path.
+    for path in ("/admin/login/", "/market/", "/guild/"):
+        page.goto(path)
+    page.goto("/stats/")
+    region = page.get_by_role("region", name="Response times")
+    expect(region).to_contain_text("django.contrib.admin")
+    assert page_width(page) <= PHONE["width"]
+    area = region.evaluate(BOX)
+    numbers = region.locator("td.price:visible")
+    assert numbers.count() >= 6
+    for cell in numbers.all():
+        box = cell.evaluate(BOX)
+        assert area["left"] <= box["left"], (cell.inner_text(), box, area)
+        assert box["right"] <= area["right"], (cell.inner_text(), box, area)
+    save_screenshot(page, "phone-stats")
+
+
+def test_a_table_wider_than_its_card_shows_where_it_scrolls(new_page):
+    page = phone_page(new_page, "alice")
+    page.goto("/market/")
+    region = page.get_by_role("region", name="Listings")
+    region.locator("table").evaluate("table => { table.style.minWidth = '700px'; }")
+    region.scroll_into_view_if_needed()
+    area = region.evaluate(BOX)
+    # Above the header's text, at the very edges of the scrolling area.
+    y = area["top"] + 3
+    left, right = area["left"] + 2, min(area["right"], PHONE["width"]) - 3
+
+    def shade(x: float) -> int:
+        return sum(pixel(page, x, y)[:3])
+
+    white = 3 * 255
+    assert shade(left) >= white - 6, "no shadow before the first column"
+    assert shade(right) < white - 30, "no hint that more columns are to the right"
+    region.evaluate("el => { el.scrollLeft = el.scrollWidth; }")
+    assert shade(left) < white - 30, "no hint that columns are to the left"
+    assert shade(right) >= white - 6, "a shadow after the last column"
