@@ -140,3 +140,32 @@ def test_a_table_wider_than_its_card_shows_where_it_scrolls(new_page):
     region.evaluate("el => { el.scrollLeft = el.scrollWidth; }")
     assert shade(left) < white - 30, "no hint that columns are to the left"
     assert shade(right) >= white - 6, "a shadow after the last column"
+
+
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_buying_low_on_a_long_market_page_brings_the_result_into_view(new_page, viewport):
+    for number in range(15):  # cheaper than the demo's listings, so those come last
+        item = f"Pebble {number:02}"
+        market_service.give_item("dave", item)
+        market_service.list_item("dave", item, 100 + number)
+    page = phone_page(new_page, "alice", viewport)
+    page.goto("/market/")
+    page.get_by_role("button", name="Buy Bow from carol").click()
+    result = page.get_by_role("status").filter(has_text="You bought Bow from carol")
+    expect(result).to_be_in_viewport()
+    # Whole, and not under a top bar that stays on screen.
+    box = result.evaluate(BOX)
+    bar = page.locator(".topbar").evaluate(
+        "el => getComputedStyle(el).position === 'sticky' ? el.getBoundingClientRect().bottom : 0"
+    )
+    assert bar <= box["top"], (bar, box)
+    assert box["bottom"] <= viewport["height"], box
+    save_screenshot(page, f"market-bought-low-{viewport['width']}")
+
+
+def test_buying_with_the_result_in_view_does_not_scroll(new_page):
+    page = phone_page(new_page, "alice")
+    page.goto("/market/")
+    page.get_by_role("button", name="Buy Healing potion from bob").click()
+    expect(page.get_by_role("status")).to_contain_text("You bought Healing potion")
+    assert page.evaluate("window.scrollY") == 0
