@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from redisparts_app.conf import app_settings
+from redisparts_app.services import config
 from redisparts_app.services import market as market_service
 
 from .helpers import log_in, save_screenshot
@@ -169,3 +170,21 @@ def test_buying_with_the_result_in_view_does_not_scroll(new_page):
     page.get_by_role("button", name="Buy Healing potion from bob").click()
     expect(page.get_by_role("status")).to_contain_text("You bought Healing potion")
     assert page.evaluate("window.scrollY") == 0
+
+
+def test_the_maintenance_page_keeps_a_margin(new_page):
+    config.set_maintenance(message="Upgrading")
+    config.clear_local_cache()
+    try:
+        page = phone_page(new_page)
+        page.goto("/market/")
+        card = page.get_by_role("main")
+        expect(card).to_contain_text("Upgrading")
+        box = card.evaluate(BOX)
+        assert box["left"] >= 8, box
+        assert box["right"] <= PHONE["width"] - 8, box
+        assert page_width(page) <= PHONE["width"]
+        save_screenshot(page, "phone-maintenance")
+    finally:
+        config.clear_maintenance()
+        config.clear_local_cache()
