@@ -519,7 +519,7 @@ def run(ctx: Context) -> list[Section]:
             f"before the turns, {after} after"
         )
     sections[1].notes.append(
-        f"the async client shares one connection (MultiplexedRedis) over RESP2 only: {shared}"
+        f"the async client shares one connection (MultiplexedRedis): {shared}"
     )
     sections[3].notes.append(
         f"{CONCURRENCY} concurrent: the elapsed time over the calls made, not a median"
