@@ -5,12 +5,15 @@ Multi-process exactly-once firing (several schedulers, SIGKILLs) is in
 test_periodic_processes.py.
 """
 
+import io
 import json
 import time
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.core.management import CommandError, call_command
+from django.urls import reverse
 
 from redisparts_app.exceptions import InvalidArgument, ScheduleNotFound
 from redisparts_app.services.tasks import Scheduler, TaskQueue, Worker, periodic
@@ -281,3 +284,90 @@ def test_fired_record_names_its_schedule_and_slot(redis_client):
     record = json.loads(redis_client.hget(TaskQueue().key("tasks"), task_id))
     assert record["schedule"] == "marked"
     assert record["slot"] == utc(2026, 1, 1, 0, 0, 1)
+
+
+# -- rp_schedule ---------------------------------------------------------------------------
+
+
+def rp_schedule(*args: str) -> str:
+    out = io.StringIO()
+    call_command("rp_schedule", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_command_lists_pauses_resumes_and_runs_a_schedule(redis_client):
+    periodic(cron="*/5 * * * *", tz="Europe/Paris", name="five")(noop)
+    listed = json.loads(rp_schedule("list", "--json"))
+    assert [row["name"] for row in listed] == ["five"]
+    assert listed[0]["timing"] == {"cron": "*/5 * * * *", "every": None, "tz": "Europe/Paris"}
+    assert len(listed[0]["next"]) == 5
+    assert "Paused five." in rp_schedule("pause", "five")
+    assert json.loads(rp_schedule("list", "--json"))[0]["paused"] is True
+    assert "Resumed five" in rp_schedule("resume", "five")
+    ran = json.loads(rp_schedule("run", "five", "--json"))
+    assert ran["paused"] is False
+    assert TaskQueue().length(QUEUE) == 1
+    Worker([QUEUE]).run(burst=True)
+    assert "last run done" in rp_schedule("list")
+    assert "every 30s (edited)" in rp_schedule("set", "five", "--every", "30") + rp_schedule("list")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["pause", "nope"], "no schedule of that name; declared: five"),
+        (["run", "nope"], "no schedule of that name"),
+        (["resume"], "needs a schedule name"),
+        (["list", "five"], "takes no name"),
+        (["set", "five", "--cron", "99 * * * *"], "not a cron expression"),
+        (["set", "five", "--cron", "* * * * *", "--tz", "Nowhere/Land"], "unknown time zone"),
+        (["set", "five", "--every", "0"], "at least"),
+        (["pause", "five", "--every", "5"], "go with set only"),
+    ],
+)
+def test_command_refuses_bad_input_with_exit_2_and_writes_nothing(redis_client, args, message):
+    periodic(cron="*/5 * * * *", name="five")(noop)
+    with pytest.raises(CommandError, match=message) as raised:
+        rp_schedule(*args)
+    assert raised.value.returncode == 2
+    assert redis_client.dbsize() == 0
+
+
+# -- admin ---------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_admin_shows_timing_last_run_and_next_five_fire_times(admin_client):
+    periodic(cron="30 2 * * *", tz="Europe/Paris", name="nightly")(noop)
+    periodic_module.run_now("nightly")
+    Worker([QUEUE]).run(burst=True)
+    page = admin_client.get(reverse("admin:redisparts_schedules")).content.decode()
+    assert "nightly" in page
+    assert "cron 30 2 * * * (Europe/Paris)" in page
+    assert page.count("02:30") + page.count("01:30") + page.count("00:30") >= 5  # UTC times
+    assert '<span class="rp-ok">done</span>' in page
+
+
+@pytest.mark.django_db
+def test_admin_pauses_runs_edits_and_refuses_a_bad_edit(admin_client, redis_client):
+    periodic(every=60, name="edited")(noop)
+    action = reverse("admin:redisparts_schedule_action", args=["edited"])
+    assert admin_client.get(action).status_code == 405
+    admin_client.post(action, {"action": "pause"})
+    assert periodic_module.state("edited").paused
+    admin_client.post(action, {"action": "run"})
+    assert TaskQueue().length(QUEUE) == 1
+    response = admin_client.post(action, {"action": "set", "cron": "0 9 * * *", "tz": "Asia/Tokyo"})
+    assert response.status_code == 302
+    assert periodic_module.state("edited").timing.tz == "Asia/Tokyo"
+    before = redis_client.hgetall(periodic_module.get_schedule("edited").key())
+    page = admin_client.post(
+        action, {"action": "set", "cron": "0 25 * * *"}, follow=True
+    ).content.decode()
+    assert "Nothing done: invalid cron" in page
+    page = admin_client.post(
+        reverse("admin:redisparts_schedule_action", args=["missing"]), {"action": "run"},
+        follow=True,
+    ).content.decode()  # fmt: skip
+    assert "no schedule of that name" in page
+    assert redis_client.hgetall(periodic_module.get_schedule("edited").key()) == before

@@ -50,6 +50,7 @@ from cronsim import CronSim, CronSimError
 
 from ... import lua
 from ...conf import app_settings
+from ...connection import resolve_client
 from ...exceptions import InvalidArgument, ScheduleNotFound
 from ...keys import validate_key_part
 from .queue import WAKE_CAP, TaskQueue, new_task_id
@@ -322,9 +323,9 @@ def states(*, client: Any = None) -> list[ScheduleState]:
     return [_decode(s, fields) for s, fields in zip(found, pipe.execute(), strict=True)]
 
 
-def server_now(client: Any) -> float:
+def server_now(client: Any = None) -> float:
     """Redis server time, seconds since the epoch: every host agrees on the slots."""
-    seconds, micros = client.time()
+    seconds, micros = resolve_client(client).time()
     return seconds + micros / 1e6
 
 
