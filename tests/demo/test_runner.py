@@ -64,9 +64,8 @@ class Demo:
         return self.log.read_text(errors="replace")
 
     def children(self) -> dict[str, psutil.Process]:
-        """The runner's direct children by role: web, worker, scheduler, cleaner."""
+        """The runner's direct children by role: web, worker, scheduler."""
         roles = {"uvicorn": "web", "rp_worker": "worker", "rp_scheduler": "scheduler"}
-        roles["rp_clean_counters"] = "cleaner"
         found = {}
         for child in self.runner.children():
             with contextlib.suppress(psutil.NoSuchProcess):
