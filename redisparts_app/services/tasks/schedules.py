@@ -1,5 +1,5 @@
 """Periodic schedules: a registered task run on a cron expression or every N seconds,
-exactly once per slot however many schedulers run.
+exactly once per slot however many schedulers run::
 
     from redisparts_app.services.tasks import periodic, task
 
@@ -68,12 +68,15 @@ __all__ = [
     "pause",
     "periodic",
     "record_run",
+    "reset_timing",
     "resume",
     "run_now",
     "schedule_names",
     "schedules",
+    "server_now",
     "set_timing",
     "state",
+    "states",
 ]
 
 CATCH_UP = ("latest", "none")
