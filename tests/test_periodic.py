@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.test import override_settings
 from django.urls import reverse
 
 from redisparts_app.exceptions import InvalidArgument, ScheduleNotFound
@@ -371,3 +372,11 @@ def test_admin_pauses_runs_edits_and_refuses_a_bad_edit(admin_client, redis_clie
     ).content.decode()  # fmt: skip
     assert "no schedule of that name" in page
     assert redis_client.hgetall(periodic_module.get_schedule("edited").key()) == before
+
+
+def test_declaring_a_schedule_needs_no_redis():
+    with override_settings(CACHES={}):  # no connection can even be made
+        with pytest.raises(Exception, match="not a CACHES entry"):
+            TaskQueue()
+        periodic(every=60, name="offline", args=[1, "two"])(noop)  # at import time
+    assert periodic_module.get_schedule("offline").args == (1, "two")

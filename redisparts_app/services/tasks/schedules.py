@@ -53,7 +53,7 @@ from ...conf import app_settings
 from ...connection import resolve_client
 from ...exceptions import InvalidArgument, ScheduleNotFound
 from ...keys import validate_key_part
-from .queue import WAKE_CAP, TaskQueue, new_task_id
+from .queue import WAKE_CAP, TaskQueue, encode_arguments, new_task_id
 from .registry import Task, task
 
 __all__ = [
@@ -222,17 +222,16 @@ def periodic(
     def declare(func: Any) -> Task:
         registered = func if isinstance(func, Task) else task()(func)
         schedule_name = validate_key_part(name or registered.name, "schedule name")
-        # The arguments are checked now, as an enqueue would: JSON, size.
-        checked = TaskQueue(registered.group).validate(
-            registered.name, args, kwargs, registered.queue
-        )
+        # Checked now, as an enqueue would (JSON, size), without reaching Redis: a
+        # declaration runs at import time.
+        checked = json.loads(f"{{{encode_arguments(args, kwargs)}}}")
         _schedules[schedule_name] = Schedule(
             schedule_name,
             registered,
             timing,
             catch_up,
-            tuple(checked[1]),
-            checked[2],
+            tuple(checked["args"]),
+            checked["kwargs"],
             bool(pass_slot),
         )
         return registered
