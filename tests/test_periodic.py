@@ -380,3 +380,12 @@ def test_declaring_a_schedule_needs_no_redis():
             TaskQueue()
         periodic(every=60, name="offline", args=[1, "two"])(noop)  # at import time
     assert periodic_module.get_schedule("offline").args == (1, "two")
+
+
+def test_worker_survives_a_record_naming_a_bad_schedule(redis_client):
+    task_id = noop.enqueue_with(on_commit=False)
+    key = TaskQueue().key("tasks")
+    record = json.loads(redis_client.hget(key, task_id))
+    record["schedule"] = "a:{b}"
+    redis_client.hset(key, task_id, json.dumps(record))
+    assert Worker([QUEUE]).run(burst=True) == 1

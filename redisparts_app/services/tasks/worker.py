@@ -51,7 +51,7 @@ import redis
 
 from ...conf import app_settings
 from ...connection import slot_is_moving
-from ...exceptions import InvalidTask
+from ...exceptions import InvalidArgument, InvalidTask
 from ...keys import validate_key_part
 from . import schedules
 from .pool import POOLS, Outcome, Pool
@@ -371,7 +371,7 @@ class Worker(_Stoppable):
                 self.queue.client, self.queue.group, outcome.record, outcome.outcome,
                 outcome.seconds,
             )  # fmt: skip
-        except redis.RedisError as exc:
+        except (redis.RedisError, InvalidArgument) as exc:  # Redis away, or a bad record
             logger.warning(
                 "task %s: its schedule's last run not noted (%s)", outcome.record["id"], exc
             )
