@@ -17,7 +17,14 @@ from django.test import override_settings
 from django.urls import reverse
 
 from redisparts_app.exceptions import InvalidArgument, ScheduleNotFound
-from redisparts_app.services.tasks import Scheduler, TaskQueue, Worker, periodic
+from redisparts_app.services.tasks import (
+    Scheduler,
+    TaskQueue,
+    Worker,
+    periodic,
+    queue_groups,
+    task,
+)
 from redisparts_app.services.tasks import schedules as periodic_module
 from tests.periodic_tasks import QUEUE, append_slot, boom, declared, noop, slots_run
 
@@ -389,3 +396,12 @@ def test_worker_survives_a_record_naming_a_bad_schedule(redis_client):
     record["schedule"] = "a:{b}"
     redis_client.hset(key, task_id, json.dumps(record))
     assert Worker([QUEUE]).run(burst=True) == 1
+
+
+def test_a_schedules_group_is_listed_once_it_fires(redis_client):
+    periodic(every=3600, name="grouped")(
+        task(name="tests.periodic.grouped", group="crons")(noop.func)
+    )
+    assert "crons" not in queue_groups()
+    periodic_module.run_now("grouped")
+    assert "crons" in queue_groups()

@@ -53,7 +53,8 @@ from ...conf import app_settings
 from ...connection import resolve_client
 from ...exceptions import InvalidArgument, ScheduleNotFound
 from ...keys import validate_key_part
-from .queue import WAKE_CAP, TaskQueue, encode_arguments, new_task_id
+from .. import registry
+from .queue import COMPONENT, WAKE_CAP, TaskQueue, encode_arguments, new_task_id
 from .registry import Task, task
 
 __all__ = [
@@ -393,6 +394,7 @@ def run_now(name: str, *, client: Any = None) -> str:
     task_id, keys, argv = _fire_record(schedule, queue, server_now(queue.client), now=True)
     lua.call(queue.client, "queue_enqueue", keys[1:], argv[2:6])
     queue.client.hset(schedule.key(client), "fired", argv[6])
+    registry.note(COMPONENT, queue.group, client=queue.client)  # as an enqueue does
     return task_id
 
 
@@ -462,6 +464,8 @@ def fire_due(
         following = current.timing.following(now)
         if following:
             waits.append(following[0] - now)
+    if fired:
+        registry.note(COMPONENT, queue.group, client=queue.client)  # as an enqueue does
     return fired, min(waits) if waits else None
 
 
