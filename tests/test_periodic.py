@@ -58,6 +58,15 @@ def walk(scheduler: Scheduler, clock: Clock, until: datetime, step: float) -> No
         clock.now += step
 
 
+def fire_first_slot() -> None:
+    """Two passes a second apart: the first sees the schedule, the second fires a slot."""
+    clock = Clock(datetime.fromtimestamp(utc(2026, 1, 1)))
+    scheduler = Scheduler(clock=clock, reap=False)
+    scheduler.run_once()
+    clock.now += 1
+    scheduler.run_once()
+
+
 def local(zone: str, *fields: int) -> datetime:
     return datetime(*fields, tzinfo=ZoneInfo(zone))
 
@@ -283,11 +292,7 @@ def test_schedule_keys_share_the_groups_hash_slot(redis_client):
 
 def test_fired_record_names_its_schedule_and_slot(redis_client):
     periodic(every=1, name="marked")(noop)
-    clock = Clock(datetime.fromtimestamp(utc(2026, 1, 1)))
-    scheduler = Scheduler(clock=clock, reap=False)
-    scheduler.run_once()
-    clock.now += 1
-    scheduler.run_once()
+    fire_first_slot()
     (task_id,) = [i.decode() for i in redis_client.lrange(TaskQueue().queue_key(QUEUE), 0, -1)]
     record = json.loads(redis_client.hget(TaskQueue().key("tasks"), task_id))
     assert record["schedule"] == "marked"
@@ -405,3 +410,20 @@ def test_a_schedules_group_is_listed_once_it_fires(redis_client):
     assert "crons" not in queue_groups()
     periodic_module.run_now("grouped")
     assert "crons" in queue_groups()
+
+
+@pytest.mark.cluster
+def test_fire_run_now_and_edits_work_on_a_server_and_a_cluster(redis_backend, redis_client):
+    periodic(every=1, name="anywhere")(noop)
+    fire_first_slot()
+    periodic_module.run_now("anywhere")
+    periodic_module.pause("anywhere")
+    periodic_module.resume("anywhere")
+    periodic_module.set_timing("anywhere", cron="* * * * *")
+    periodic_module.reset_timing("anywhere")
+    (state,) = periodic_module.states()
+    assert state.timing.every == 1
+    assert not state.edited
+    assert TaskQueue().length(QUEUE) == 2
+    assert Worker([QUEUE]).run(burst=True) == 2
+    assert periodic_module.state("anywhere").run["outcome"] == "done"

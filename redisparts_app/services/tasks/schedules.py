@@ -50,7 +50,7 @@ from cronsim import CronSim, CronSimError
 
 from ... import lua
 from ...conf import app_settings
-from ...connection import resolve_client
+from ...connection import on_slot, resolve_client
 from ...exceptions import InvalidArgument, ScheduleNotFound
 from ...keys import validate_key_part
 from .. import registry
@@ -380,10 +380,9 @@ def reset_timing(name: str, *, client: Any = None, now: float | None = None) -> 
     schedule = get_schedule(name)
     queue = schedule.queue(client)
     now = server_now(queue.client) if now is None else now
-    pipe = queue.client.pipeline(transaction=True)
-    pipe.hdel(schedule.key(client), "edit")
-    pipe.hset(schedule.key(client), "last", int(now * 1000))
-    pipe.execute()
+    # In this order, no transaction needed: a pass between the two sees no slot after now.
+    queue.client.hset(schedule.key(client), "last", int(now * 1000))
+    queue.client.hdel(schedule.key(client), "edit")
     _wake(queue)
 
 
@@ -447,11 +446,14 @@ def fire_due(
     found = schedules(queue.group)
     if not found:
         return 0, None
-    pipe = queue.client.pipeline(transaction=False)
-    pipe.time()
-    for schedule in found:
-        pipe.hgetall(schedule.key(queue.client))
-    replies = pipe.execute()
+    # The group's keys share a slot: one pipeline to its node, with that node's TIME (a
+    # cluster client would not pipeline TIME).
+    with on_slot(queue.client, queue.key("tasks")) as server:
+        pipe = server.pipeline(transaction=False)
+        pipe.time()
+        for schedule in found:
+            pipe.hgetall(schedule.key(queue.client))
+        replies = pipe.execute()
     seconds, micros = replies[0]
     if now is None:
         now = int(seconds) + int(micros) / 1e6
