@@ -6,6 +6,7 @@ test_periodic_processes.py.
 """
 
 import io
+import itertools
 import json
 import time
 from datetime import datetime
@@ -147,17 +148,20 @@ def test_catch_up_none_still_fires_a_slot_within_the_grace(redis_client):
     assert fired_slots(TaskQueue()) == [utc(2026, 1, 1, 0, 1)]
 
 
-def test_two_schedulers_in_the_same_pass_fire_a_slot_once(redis_client):
-    periodic(every=1, pass_slot=True)(append_slot)
-    clock = Clock(datetime.fromtimestamp(utc(2026, 1, 1)))
+@pytest.mark.parametrize("every", [1, 0.3, 0.1])
+def test_two_schedulers_in_the_same_pass_fire_a_slot_once(redis_client, every):
+    periodic(every=every, pass_slot=True)(append_slot)
+    clock = Clock(datetime.fromtimestamp(utc(2026, 1, 1, 0, 0, 0, 50_000)))
     first, second = Scheduler(clock=clock, reap=False), Scheduler(clock=clock, reap=False)
     for _ in range(20):
-        clock.now += 0.5
+        clock.now += every / 2
         first.run_once()
         second.run_once()
     slots = fired_slots(TaskQueue())
-    assert len(slots) == len(set(slots)) == 10
-    assert first.fired + second.fired == 10
+    assert len(slots) == len(set(slots)) == first.fired + second.fired
+    assert len(slots) >= 9
+    steps = [round((b - a) / every, 3) for a, b in itertools.pairwise(slots)]
+    assert steps == [1.0] * len(steps)
 
 
 def test_pause_stops_firing_and_resume_skips_what_was_missed(redis_client):

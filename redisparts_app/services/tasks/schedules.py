@@ -426,7 +426,7 @@ def _fire_record(
     fired = {"slot": None if now else slot, "task_id": task_id, "at": time.time()}
     keys = [schedule.key(queue.client), *prepared.keys]
     argv = [
-        int(slot * 1000),
+        round(slot * 1000),  # the slot as computed, not a millisecond below it
         1,
         task_id,
         json.dumps(record, separators=(",", ":")),
