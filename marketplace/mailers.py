@@ -17,14 +17,15 @@ SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 HAS_MAILERS = django.VERSION >= (6, 1)
 
 
-def mail_settings(backend: str, file_path: str | Path | None = None) -> dict[str, Any]:
-    """The settings that send the default mailer's e-mail through ``backend``;
-    ``file_path`` is the folder of the file backend."""
+def mail_settings(backend: str, **options: Any) -> dict[str, Any]:
+    """The settings that send the default mailer's e-mail through ``backend`` with
+    ``options`` (``file_path``, ``host``, ``port``...: MAILERS' OPTIONS, which older
+    Django reads as EMAIL_FILE_PATH, EMAIL_HOST, EMAIL_PORT...)."""
+    options = {name: str(value) if isinstance(value, Path) else value
+               for name, value in options.items()}  # fmt: skip
     if HAS_MAILERS:
-        options = {} if file_path is None else {"file_path": str(file_path)}
         return {"MAILERS": {"default": {"BACKEND": backend, "OPTIONS": options}}}
-    folder = {} if file_path is None else {"EMAIL_FILE_PATH": str(file_path)}
-    return {"EMAIL_BACKEND": backend, **folder}
+    return {"EMAIL_BACKEND": backend, **{f"EMAIL_{n.upper()}": v for n, v in options.items()}}
 
 
 def default_mailer() -> tuple[str, str | None]:

@@ -6,7 +6,8 @@ REDIS_SENTINEL_MASTER (default mymaster) and REDIS_SENTINEL_DB (default 0), or
 REDIS_CLUSTER_NODES ("host:port,host:port": some nodes of a Redis Cluster),
 DATABASE_URL (default SQLite in var/), DJANGO_SECRET_KEY, DJANGO_DEBUG,
 DJANGO_ALLOWED_HOSTS, DJANGO_EMAIL_FILE_PATH (where the file e-mail backend writes, default
-var/outbox), DJANGO_STATIC_ROOT (where collectstatic writes, default var/static),
+var/outbox; production without it sends through DJANGO_SMTP_HOST and DJANGO_SMTP_PORT,
+default localhost:25), DJANGO_STATIC_ROOT (where collectstatic writes, default var/static),
 REDISPARTS_METRICS_TOKEN (bearer token of /metrics and /health/), and with
 DJANGO_DEBUG=0: DJANGO_HTTPS (default 1), DJANGO_SSL_REDIRECT (default 1),
 DJANGO_HSTS_SECONDS (default 3600); DJANGO_CLIENT_ADDRESS_HEADER (e.g. X-Real-IP: the header
@@ -22,7 +23,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-from marketplace.mailers import FILE_BACKEND, mail_settings
+from marketplace.mailers import FILE_BACKEND, SMTP_BACKEND, mail_settings
 from redisparts_app.conf import sentinel_addresses
 from redisparts_app.embedded import socket_url
 
@@ -213,12 +214,17 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "market"
 LOGOUT_REDIRECT_URL = "home"
 
-# Sold e-mails go through Django's e-mail API; the demo writes them as files the Outbox
-# page lists (the tests use the in-memory backend): MAILERS on Django 6.1, EMAIL_BACKEND
-# before it.
-globals().update(
-    mail_settings(FILE_BACKEND, os.environ.get("DJANGO_EMAIL_FILE_PATH", VAR_DIR / "outbox"))
-)
+# Sold e-mails go through Django's e-mail API (MAILERS on Django 6.1, EMAIL_* before it):
+# written as files the Outbox page lists in the demo, or where DJANGO_EMAIL_FILE_PATH
+# names a folder; production otherwise sends them to the SMTP server DJANGO_SMTP_HOST
+# (default localhost) on DJANGO_SMTP_PORT (default 25). The tests use the in-memory one.
+OUTBOX = os.environ.get("DJANGO_EMAIL_FILE_PATH")
+if DEBUG or OUTBOX:
+    globals().update(mail_settings(FILE_BACKEND, file_path=OUTBOX or VAR_DIR / "outbox"))
+else:
+    smtp = {"host": os.environ.get("DJANGO_SMTP_HOST", "localhost"),
+            "port": int(os.environ.get("DJANGO_SMTP_PORT", "25"))}  # fmt: skip
+    globals().update(mail_settings(SMTP_BACKEND, **smtp))
 DEFAULT_FROM_EMAIL = "market@redisparts.test"
 
 # Django's Tasks API on the redisparts task queues; `rp_worker default email` runs them.

@@ -145,15 +145,18 @@ class ChatExists(RedisPartsError):
 
 
 class ChatPushGap(RedisPartsError, LookupError):
-    """Messages after the resume id have left the chat's push stream (it is capped by
-    CHAT_PUSH_LENGTH): read the chat again (history and pending messages) instead."""
+    """The push stream cannot resume after ``last_id``: messages after it have left the
+    stream (it is capped by CHAT_PUSH_LENGTH), or the chat has no such message (its next
+    is ``first_id``). Read the chat again (history and pending messages) instead."""
 
     def __init__(self, chat_id: str, last_id: int, first_id: int) -> None:
         self.chat_id, self.last_id, self.first_id = chat_id, last_id, first_id
-        super().__init__(
-            f"messages {last_id + 1} to {first_id - 1} of chat {chat_id!r} have left the "
-            "push stream; read the chat again rather than resuming"
-        )
+        if last_id >= first_id:
+            gap = f"chat {chat_id!r} has no message {last_id} (its last is {first_id - 1})"
+        else:
+            gap = f"messages {last_id + 1} to {first_id - 1} of chat {chat_id!r} have left the "
+            gap += "push stream"
+        super().__init__(f"{gap}; read the chat again rather than resuming")
 
 
 class NotChatMember(RedisPartsError, PermissionError):

@@ -81,6 +81,14 @@ def test_anonymous_users_are_sent_to_the_login_page(client, page):
     assert response["Location"].startswith(reverse("admin:login"))
 
 
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("query", ["", "?user=carol"])
+def test_the_header_names_the_signed_in_admin_on_every_page(admin_client, admin_user, page, query):
+    html = admin_client.get(url(page) + query).content.decode()
+    assert f"<strong>{admin_user.get_short_name() or admin_user.get_username()}</strong>" in html
+    assert reverse("admin:password_change") in html
+
+
 def test_non_staff_users_are_sent_to_the_login_page(client):
     client.force_login(User.objects.create_user("ann", password="x"))
     response = client.get(url("admin:redisparts_queues"))

@@ -117,6 +117,19 @@ def test_a_resume_id_the_stream_no_longer_reaches_raises_push_gap(redis_client):
     assert ids(read_pushed(chat, "bob", first - 1)) == list(range(first, 301))
 
 
+def test_a_resume_id_past_the_last_message_raises_push_gap_not_a_wait(redis_client):
+    chat = create_chat("ann", ["bob"], "first")  # message 1
+    for after in (2, 2**31, 2**53):
+        with pytest.raises(ChatPushGap, match="has no message") as caught:
+            read_pushed(chat, "bob", after, block_ms=60_000)
+        assert (caught.value.last_id, caught.value.first_id) == (after, 2)
+        with pytest.raises(ChatPushGap, match="its last is 1"):
+            asyncio.run(aread_pushed(chat, "bob", after, 60_000))
+    send_message(chat, "ann", "second")
+    assert ids(read_pushed(chat, "bob", 1)) == [2]
+    assert ids(asyncio.run(aread_pushed(chat, "bob", 2))) == []
+
+
 def test_non_members_and_unknown_chats_are_refused_before_waiting(redis_client):
     chat = create_chat("ann", ["bob"], "first")
     with pytest.raises(NotChatMember):

@@ -9,6 +9,7 @@ ASGI: under WSGI a stream would hold a worker thread for as long as the page is 
 so the view refuses with a 503 and the page keeps polling (chat_poll).
 """
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 
@@ -84,9 +85,10 @@ async def _stream(
             after = messages[-1].id
             yield _event(html, event_id=after)
             # The page has shown them: take them as a poll would, so unread counts and
-            # the pending messages behave the same.
+            # the pending messages behave the same; shielded, as a page closed right
+            # after the event cancels the stream but has shown the messages.
             try:
-                await chat.afetch_chat_messages(chat_id, user.username)
+                await asyncio.shield(chat.afetch_chat_messages(chat_id, user.username))
             except (ChatNotFound, NotChatMember):
                 yield _event("", "stop")
                 return

@@ -652,15 +652,17 @@ def read_pushed(
     client = resolve_client(client)
     chat_id, member, last_id, block_ms = _push_args(chat_id, member, last_id, block_ms)
     names = chat_keys(chat_id)
-    # Membership, the join point and what the stream holds after last_id: one round trip.
+    # Membership, the join point, the last id and what the stream holds after last_id:
+    # one round trip.
     pipe = client.pipeline(transaction=False)
     pipe.zscore(names["members"], member)
     pipe.exists(names["members"])
     pipe.hget(names["joined"], member)
+    pipe.get(names["ids"])
     _queue_xrange(pipe, names["push"], last_id)
-    position, exists, joined, entries = pipe.execute()
+    position, exists, joined, latest, entries = pipe.execute()
     after, messages = _caught_up(
-        chat_id, member, last_id, position, exists, joined, _messages(entries)
+        chat_id, member, last_id, position, exists, joined, latest, _messages(entries)
     )
     if not messages and block_ms:
         server = slot_client(client, names["push"])  # XREAD's keys move: no COMMAND GETKEYS
@@ -688,12 +690,12 @@ async def aread_pushed(
     if client is None:
         client = get_async_redis(blocking=True)
     chat_id, member, last_id, block_ms = _push_args(chat_id, member, last_id, block_ms)
-    base = make_key(COMPONENT, chat_id)  # the three keys built alone: once per wake-up
-    keys = [f"{base}:members", f"{base}:joined", f"{base}:push"]
-    position, exists, joined, messages = await _shared_catch_up(client, keys, member, last_id)
-    after, messages = _caught_up(chat_id, member, last_id, position, exists, joined, messages)
+    base = make_key(COMPONENT, chat_id)  # the four keys built alone: once per wake-up
+    keys = [f"{base}:members", f"{base}:joined", f"{base}:ids", f"{base}:push"]
+    read = await _shared_catch_up(client, keys, member, last_id)
+    after, messages = _caught_up(chat_id, member, last_id, *read)
     if not messages and block_ms:
-        messages = await _shared_xread(client, keys[2], after, block_ms)
+        messages = await _shared_xread(client, keys[3], after, block_ms)
     return list(_pushed(chat_id, after, messages))  # a list of its own: the readers share one
 
 
@@ -718,12 +720,16 @@ def _caught_up(
     position: Any,
     exists: int,
     joined: Any,
+    latest: Any,
     messages: list[ChatMessage],
 ) -> tuple[int, list[ChatMessage]]:
     """The id to read after (the join point when that is later) and the member's messages
-    of those the stream holds after ``last_id``."""
+    of those the stream holds after ``last_id``; ChatPushGap for a ``last_id`` past the
+    chat's last message, which a stream read would wait on for ever."""
     if position is None:
         _raise_for(NOT_MEMBER if exists else NO_CHAT, chat_id, member)
+    if last_id > int(latest or 0):
+        raise ChatPushGap(chat_id, last_id, int(latest or 0) + 1)
     after = max(last_id, int(joined or 0))
     if after > last_id:  # the member joined later: the messages up to the join are not theirs
         messages = [message for message in messages if message.id > after]
@@ -796,33 +802,34 @@ class _Shared:
 
 async def _shared_catch_up(
     client: Any, keys: list[str], member: str, after: int
-) -> tuple[Any, int, Any, list[ChatMessage]]:
-    """Membership, join point and the messages after ``after``, read in one round trip for
-    every reader of the chat that asks from ``after`` before the read is sent (the readers
-    a message woke, which ask again in the same turn of the loop)."""
-    members_key, joined_key, push_key = keys
+) -> tuple[Any, int, Any, Any, list[ChatMessage]]:
+    """Membership, join point, the last id and the messages after ``after``, read in one
+    round trip for every reader of the chat that asks from ``after`` before the read is
+    sent (the readers a message woke, which ask again in the same turn of the loop)."""
+    members_key, joined_key, ids_key, push_key = keys
     running = _catch_ups.setdefault(asyncio.get_running_loop(), {})
     batch_key = (id(client), push_key, after)
     batch = running.get(batch_key)
     if batch is None:
         members: list[str] = []
 
-        async def read() -> tuple[list[Any], int, list[Any], list[ChatMessage]]:
+        async def read() -> tuple[list[Any], int, list[Any], Any, list[ChatMessage]]:
             del running[batch_key]  # sent now: later readers make a batch of their own
             pipe = client.pipeline(transaction=False)
             pipe.zmscore(members_key, members)
             pipe.exists(members_key)
             pipe.hmget(joined_key, members)
+            pipe.get(ids_key)
             _queue_xrange(pipe, push_key, after)
-            positions, exists, joined, entries = await pipe.execute()
-            return positions, exists, joined, _messages(entries)
+            positions, exists, joined, latest, entries = await pipe.execute()
+            return positions, exists, joined, latest, _messages(entries)
 
         batch = running[batch_key] = (members, _Shared(read()))
     members, shared = batch
     index = len(members)
     members.append(member)
-    positions, exists, joined, messages = await shared.wait()
-    return positions[index], exists, joined[index], messages
+    positions, exists, joined, latest, messages = await shared.wait()
+    return positions[index], exists, joined[index], latest, messages
 
 
 async def _shared_xread(client: Any, key: str, after: int, block_ms: int) -> list[ChatMessage]:

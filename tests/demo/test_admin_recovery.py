@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 def test_killed_worker_task_is_recovered_and_delivered_exactly_once(tmp_path):
     out = io.StringIO()
-    with override_settings(**mail_settings(FILE_BACKEND, tmp_path)):
+    with override_settings(**mail_settings(FILE_BACKEND, file_path=tmp_path)):
         call_command("demo_recovery", lease=1.0, send_seconds=1.5, timeout=60, stdout=out)
     report = out.getvalue()
     assert "3. Killed worker" in report

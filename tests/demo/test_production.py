@@ -269,6 +269,13 @@ def test_uvicorn_streams_chat_messages_and_resumes_from_last_event_id(served):
         assert 'id="msg-4"' in first["data"]
         assert 'id="msg-2"' not in first["data"]
         again.close()
+        # A resume id past the chat's last message cannot be served: told to reload.
+        for route, last_id in ((f"/chat/{chat_id}/events/?after=9007199254740992", ""),
+                               (path, "2147483648")):  # fmt: skip
+            ahead = await EventStream.open(port, route, sessions["bob"], last_id=last_id)
+            assert ahead.status == 200
+            assert (await ahead.event())["event"] == "reload"
+            ahead.close()
         # Refused before any stream: a non-member, a bad resume id, an unknown chat.
         for session, route, last_id, status in (
             (sessions["eve"], path, "", 403),
@@ -280,7 +287,11 @@ def test_uvicorn_streams_chat_messages_and_resumes_from_last_event_id(served):
             refused.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
-    # The member's position moved with what the stream delivered, as a poll moves it.
+    # The member's position moved with what the stream delivered, as a poll moves it (the
+    # server may finish after the closed streams).
+    deadline = time.monotonic() + 10
+    while chat.chat_members(chat_id)["bob"] != 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert chat.chat_members(chat_id)["bob"] == 4
 
 

@@ -149,7 +149,7 @@ def test_pages_show_service_errors_as_sentences(client, demo, path, data, senten
 
 def test_the_outbox_matches_the_whole_recipient_address(client, demo, tmp_path):
     User.objects.create_user("ice", email="ice@redisparts.test", password="ice-pw-123")
-    with override_settings(**mail_settings(FILE_BACKEND, tmp_path)):
+    with override_settings(**mail_settings(FILE_BACKEND, file_path=tmp_path)):
         send_mail("Your Lantern sold", "for alice", "m@x.test", ["alice@redisparts.test"])
         send_mail("Your Rope sold", "for ice", "m@x.test", ["Ice <ICE@redisparts.test>"])
         ice = login(client, "ice").get("/outbox/")

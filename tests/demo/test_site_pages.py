@@ -172,7 +172,7 @@ def test_stats_page_refuses_unknown_choices_with_400(client, demo, query):
 
 
 def test_outbox_shows_staff_everything_and_users_their_own(client, demo, tmp_path):
-    with override_settings(**mail_settings(FILE_BACKEND, tmp_path)):
+    with override_settings(**mail_settings(FILE_BACKEND, file_path=tmp_path)):
         send_mail("Your Bow sold for 75.00", "<b>hi</b>", "m@x.test", ["carol@redisparts.test"])
         send_mail("Your Rope sold for 1.00", "hello", "m@x.test", ["dave@redisparts.test"])
         staff = login(client, "admin").get("/outbox/").content.decode()

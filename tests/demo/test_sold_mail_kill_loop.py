@@ -57,7 +57,7 @@ def test_sold_emails_survive_an_email_worker_killed_30_times_while_purchases_flo
 ):
     outbox = tmp_path / "outbox"
     outbox.mkdir()
-    for name, value in mail_settings(FILE_BACKEND, outbox).items():
+    for name, value in mail_settings(FILE_BACKEND, file_path=outbox).items():
         setattr(settings, name, value)
     settings.REDISPARTS = {
         **settings.REDISPARTS,

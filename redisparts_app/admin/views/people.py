@@ -46,7 +46,7 @@ def market_overview(model_admin: "RedisPartsAdmin", request: HttpRequest) -> Htt
         "pending": market.count_pending_sales(),
         "sales": sales,
         "unreadable": unreadable,
-        "user": user,
+        "looked_up": user,  # not "user": the admin's header names the signed-in user
         "account": account,
         "error": error,
     }
@@ -55,7 +55,7 @@ def market_overview(model_admin: "RedisPartsAdmin", request: HttpRequest) -> Htt
 
 def mailbox(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpResponse:
     user, box, error = _look_up(request, "user", Mailbox)
-    context: dict[str, Any] = {"title": "Mail", "user": user, "error": error}
+    context: dict[str, Any] = {"title": "Mail", "looked_up": user, "error": error}
     if box is not None:
         mail, pages = counted_page(request, _mail_page(box), MAIL_PER_PAGE)
         context |= {
@@ -73,7 +73,7 @@ def online(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpResponse
         "title": "Presence",
         "users": users,
         "pages": pages,
-        "user": user,
+        "looked_up": user,
         "friendship": friendship,
         "error": error,
     }

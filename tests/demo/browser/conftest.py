@@ -82,7 +82,7 @@ def mail_dir(tmp_path: Path) -> Iterator[Path]:
     """E-mail goes to files here, from the server thread and the worker alike."""
     directory = tmp_path / "mail"
     directory.mkdir()
-    with override_settings(**mail_settings(FILE_BACKEND, directory)):
+    with override_settings(**mail_settings(FILE_BACKEND, file_path=directory)):
         yield directory
 
 

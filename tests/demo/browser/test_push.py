@@ -71,6 +71,31 @@ def test_page_polls_when_the_event_stream_fails(new_asgi_page):
     assert bob.evaluate("window.chatPushOpen") is not True
 
 
+def test_push_comes_back_without_a_reload_once_the_stream_is_answered_again(new_asgi_page):
+    bob = new_asgi_page()
+    refused: list[str] = []
+
+    def outage(route):
+        refused.append(route.request.url)
+        route.fulfill(status=503, body="down")
+
+    bob.route("**/events/**", outage)  # what a stream gets while Redis is down
+    open_chat(bob, "bob", "alice, carol")
+    bob.evaluate("window.loadedOnce = true")  # gone if the page reloads
+    deadline = time.monotonic() + 15
+    while len(refused) < 2:  # the page asked again after the first refusal
+        assert time.monotonic() < deadline, "the page never asked for the stream again"
+        bob.wait_for_timeout(100)
+    bob.unroute("**/events/**")  # Redis is back
+    bob.wait_for_function("window.chatPushOpen === true", timeout=20_000)
+    bob_polls: list[str] = []
+    bob.on("request", lambda r: bob_polls.append(r.url) if "/poll/" in r.url else None)
+    send_message(CHAT_ID, "alice", "pushed after the outage")
+    expect(bob.locator("#chat-messages li", has_text="pushed after the outage")).to_have_count(1)
+    assert bob_polls == []  # the stream brought it
+    assert bob.evaluate("window.loadedOnce") is True
+
+
 def test_the_stream_resumes_after_a_reconnect_without_loss_or_repeat(new_asgi_page):
     bob = new_asgi_page()
     streams: list[dict] = []
