@@ -518,9 +518,7 @@ def run(ctx: Context) -> list[Section]:
             f"redis-benchmark -c 1 -P 1 PING (the round trip without Python): {before} "
             f"before the turns, {after} after"
         )
-    sections[1].notes.append(
-        f"the async client shares one connection (MultiplexedRedis): {shared}"
-    )
+    sections[1].notes.append(f"the async client shares one connection (MultiplexedRedis): {shared}")
     sections[3].notes.append(
         f"{CONCURRENCY} concurrent: the elapsed time over the calls made, not a median"
     )
