@@ -276,6 +276,11 @@ ACCESS: dict[str, Entry] = {
     "admin/redisparts_app/redisparts/config/maintenance/": staff_action(
         f"{RP}/config/maintenance/", {"retry_after": "60", "message": "Back soon"}
     ),
+    "admin/redisparts_app/redisparts/schedules/": staff_page(f"{RP}/schedules/"),
+    # Pausing a schedule of the demo: staff only, a POST that redirects back.
+    "admin/redisparts_app/redisparts/schedules/<str:name>/": staff_action(
+        f"{RP}/schedules/prune-registries/", {"action": "pause"}
+    ),
     "admin/redisparts_app/redisparts/persistence/": staff_page(f"{RP}/persistence/"),
     "admin/redisparts_app/redisparts/autocomplete/": staff_page(f"{RP}/autocomplete/"),
 }
