@@ -21,30 +21,36 @@ from typing import Any
 
 from .queue import TaskInfo, TaskQueue, queue_groups
 from .registry import Task, get_task, registered_names, task
+from .results import Progress, Result, ResultInfo, aprogress, progress
 from .worker import Scheduler, Worker
 
 __all__ = [
+    "Progress",
+    "Result",
+    "ResultInfo",
     "Scheduler",
     "Task",
     "TaskInfo",
     "TaskQueue",
     "Worker",
     "aenqueue",
+    "aprogress",
     "enqueue",
     "get_task",
+    "progress",
     "queue_groups",
     "registered_names",
     "task",
 ]
 
 
-def enqueue(name: str, *, group: str | None = None, client: Any = None, **options: Any) -> str:
+def enqueue(name: str, *, group: str | None = None, client: Any = None, **options: Any) -> Result:
     """Enqueue a run of the task ``name`` in ``group``; ``options`` as ``TaskQueue.enqueue``."""
     return TaskQueue(group, client=client).enqueue(name, **options)
 
 
 async def aenqueue(
     name: str, *, group: str | None = None, client: Any = None, **options: Any
-) -> str:
+) -> Result:
     """The async twin of ``enqueue`` (``TaskQueue.aenqueue``: pushed at once)."""
     return await TaskQueue(group, client=client).aenqueue(name, **options)
