@@ -60,6 +60,12 @@ def test_task_runs_in_a_worker_process_and_its_result_is_read_back(redis_client)
     assert len(result.worker_ids) == 1
     assert result.started_at <= result.finished_at
     assert task_backends["default"].get_result(result.id).return_value["length"] == 4
+    # One store with the queue's own results: its handle reads the same record.
+    info = TaskQueue().result(result.id).info()
+    assert (info.state, info.return_value, info.worker) == (
+        "SUCCESSFUL", {"text": "SOLD", "length": 4}, result.worker_ids[0]
+    )  # fmt: skip
+    assert info.name == "tests.tasks_django.shout"
 
 
 def test_failing_task_records_the_error_and_is_listed_as_failed(redis_client):
