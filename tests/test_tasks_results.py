@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from django.urls import reverse
 
 from redisparts_app.connection import aclose_async_clients, get_redis
 from redisparts_app.exceptions import InvalidTask, ResultTimeout, TaskExpired, TaskFailed
@@ -281,6 +282,29 @@ def test_progress_refuses_impossible_figures(redis_client, done, total, note):
     run = results.Running(TaskQueue(), {"id": "x", "name": "n", "queue": "q"}, "w", 0.0, True)
     with results.running(run), pytest.raises(InvalidTask, match="progress"):
         progress(done, total, note)
+
+
+@pytest.mark.django_db
+def test_the_admin_task_page_shows_a_live_progress_bar_then_the_result(redis_client, admin_client):
+    result = steps.enqueue_with(args=[4], on_commit=False)  # the test runs in a transaction
+    page_url = reverse("admin:redisparts_task", args=["default", result])
+    worker = start_process(_burst_worker)
+    try:
+        assert wait_until(lambda: result.progress is not None, timeout=20)
+        page = admin_client.get(page_url).content.decode()
+        assert '<progress class="rp-progress" value="1" max="4">25%</progress>' in page
+        assert "1 of 4 (25%): first step" in page
+        assert "data-rp-live" in page  # refreshed while it runs
+        redis_client.set(GO, 1)
+        assert result.get(timeout=20) == "finished"
+    finally:
+        stop(worker)
+    page = admin_client.get(page_url).content.decode()
+    assert "SUCCESSFUL" in page
+    assert "&quot;finished&quot;" in page
+    assert "data-rp-live" not in page
+    missing = admin_client.get(reverse("admin:redisparts_task", args=["default", "nope"]))
+    assert missing.status_code == 404
 
 
 # -- across processes -------------------------------------------------------------------
