@@ -9,6 +9,7 @@ a failed registry and quarantine, with at-least-once delivery.
     send_sold_email.enqueue(7, "sword", 120, 9)       # on commit inside a transaction
     send_sold_email.enqueue_in(30, 7, "sword", 120, 9)  # due in 30 s
     await send_sold_email.aenqueue(7, "sword", 120, 9)  # on asyncio: pushed at once
+    send_sold_email.enqueue(7, "sword", 120, 9).get(timeout=10)  # a Result; see results.py
 
 Run ``manage.py rp_worker email default`` (queues in priority order; ``--concurrency``,
 ``--pool``, ``--time-limit``) and ``manage.py rp_scheduler``. ``TaskQueue`` (queue.py)

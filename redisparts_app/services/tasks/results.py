@@ -1,5 +1,5 @@
 """Results of tasks: the record a worker writes when a task ends, the handle an enqueue
-returns, and ``progress()`` for a running task.
+returns, and ``progress()`` for a running task::
 
     from redisparts_app.services.tasks import progress, task
 
@@ -44,8 +44,8 @@ from ...conf import app_settings
 from ...connection import get_async_redis, socket_timeout
 from ...exceptions import InvalidTask, ResultTimeout, TaskExpired, TaskFailed
 
-if TYPE_CHECKING:
-    from .queue import TaskQueue
+if TYPE_CHECKING:  # a module name, so the docs do not see two TaskQueue to link to
+    from . import queue as queue_module
 
 __all__ = [
     "FINISHED",
@@ -207,10 +207,12 @@ class Result(str):
     raises at once rather than wait for a result that never comes.
     """
 
-    queue: "TaskQueue"
+    queue: "queue_module.TaskQueue"
     keep: bool
 
-    def __new__(cls, task_id: str, queue: "TaskQueue", *, keep: bool = True) -> "Result":
+    def __new__(
+        cls, task_id: str, queue: "queue_module.TaskQueue", *, keep: bool = True
+    ) -> "Result":
         self = super().__new__(cls, task_id)
         self.queue, self.keep = queue, keep
         return self
@@ -337,7 +339,7 @@ def _outcome(info: ResultInfo) -> Any:
 class Running:
     """The task a worker runs in this context: what ``progress()`` writes to."""
 
-    queue: "TaskQueue"
+    queue: "queue_module.TaskQueue"
     record: dict[str, Any]
     worker_id: str
     started: float
