@@ -42,6 +42,22 @@ def boom(text: str) -> None:
     raise KeyError(text)
 
 
+@task(name="tests.results.until_go", max_retries=0)
+def until_go() -> str:
+    progress(1, 2, "trying")
+    if not get_redis().exists(GO):
+        raise RuntimeError("not yet")
+    return "went"
+
+
+@task(name="tests.results.retried", max_retries=1)
+def retried() -> str:
+    progress(1, 2, "first try")
+    if get_redis().incr("test:results:tries") == 1:
+        raise RuntimeError("try again")
+    return "second try"
+
+
 @task(name="tests.results.quiet", result=False)
 def quiet() -> int:
     return 1
@@ -131,6 +147,35 @@ def test_a_failed_task_gives_its_error_type_message_and_traceback(redis_client, 
     assert failure.error_message == "'no such key'"
     assert "raise KeyError(text)" in failure.traceback
     assert face(result).info().state == "FAILED"
+
+
+def test_a_requeued_failed_task_is_waited_for_again(redis_client):
+    result = until_go.enqueue()
+    run_all()
+    with pytest.raises(TaskFailed, match="not yet"):
+        result.get(timeout=1)
+    assert result.progress == Progress(1, 2, "trying")  # kept in the final record
+    redis_client.set(GO, 1)
+    TaskQueue().requeue(result)
+    # The failure is cleared: a waiter now waits for the new run.
+    assert result.state == "READY"
+    with pytest.raises(ResultTimeout):
+        result.get(timeout=0.2)
+    run_all()
+    assert result.get(timeout=1) == "went"
+
+
+def test_a_retry_clears_the_failed_trys_progress(redis_client):
+    from redisparts_app.services.tasks import Scheduler
+
+    result = retried.enqueue()
+    Worker(["default"]).run(max_tasks=1)
+    assert result.state == "READY"  # waiting for its retry, no stale RUNNING record
+    assert result.progress is None
+    redis_client.zadd(TaskQueue().key("delayed"), {result: 0})  # due now
+    Scheduler().run(burst=True)
+    run_all()
+    assert result.get(timeout=1) == "second try"
 
 
 def test_a_task_with_result_false_records_none_and_its_handle_says_so(redis_client):

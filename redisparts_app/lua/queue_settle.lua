@@ -27,6 +27,8 @@ elseif ARGV[3] == 'retry' then
   redis.call('zadd', KEYS[5], now + tonumber(ARGV[5]), id)
   redis.call('lpush', KEYS[8], 1)
   redis.call('ltrim', KEYS[8], 0, 0)
+  -- The failed try's progress, if it reported any, is not the next try's.
+  redis.call('del', KEYS[9])
 else
   redis.call('zadd', KEYS[6], now, id)
   redis.call('hset', KEYS[7], id, ARGV[4])

@@ -914,7 +914,8 @@ class TaskQueue:
     # -- operations (admin) -----------------------------------------------------
 
     def requeue(self, task_id: str) -> None:
-        """Put a failed or quarantined task back at the tail of its queue, retries reset.
+        """Put a failed or quarantined task back at the tail of its queue, retries reset,
+        and clear its result (its waiters wait for the new run).
 
         Raise TaskNotFound when it is in neither registry.
         """
@@ -928,6 +929,8 @@ class TaskQueue:
             self.key(role) for role in ("tasks", "failed", "quarantine", "errors", "deliveries")
         ]
         keys += [self.queue_key(record["queue"]), self.key("wake")]
+        if record.get("kind", "task") == "task":  # the Tasks backend's run keeps its own
+            keys += [self.result_key(task_id), self.done_key(task_id)]
         requeued = lua.script(self.client, "queue_requeue")(
             keys=keys, args=[task_id, json.dumps(record, separators=(",", ":")), WAKE_CAP]
         )
