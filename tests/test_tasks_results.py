@@ -1,6 +1,7 @@
 """Results of tasks (services/tasks/results.py): the handle an enqueue returns, waiting
 for it without polling on both faces, failures, expiry, progress, and the result written
-in the same step as the task's acknowledgement, checked with worker processes."""
+in the same step as the task's acknowledgement, checked with worker processes; on a
+single server and on a Redis Cluster."""
 
 import asyncio
 import datetime as dt
@@ -28,6 +29,8 @@ from redisparts_app.services.tasks.results import aprogress
 from tests.counting import command_calls
 from tests.processes import CONTEXT, run_in_processes
 from tests.tasks_helpers import RUNS, stop, wait_until
+
+pytestmark = pytest.mark.cluster
 
 GO = "test:results:go"  # set by a test to let a waiting task end
 
