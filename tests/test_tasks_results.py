@@ -61,6 +61,12 @@ def retried() -> str:
     return "second try"
 
 
+@task(name="tests.results.hangs", max_retries=0, soft_time_limit=5, time_limit=0.5)
+def hangs() -> None:
+    progress(1, 10, "started")
+    time.sleep(30)
+
+
 @task(name="tests.results.quiet", result=False)
 def quiet() -> int:
     return 1
@@ -150,6 +156,16 @@ def test_a_failed_task_gives_its_error_type_message_and_traceback(redis_client, 
     assert failure.error_message == "'no such key'"
     assert "raise KeyError(text)" in failure.traceback
     assert face(result).info().state == "FAILED"
+
+
+def test_a_task_killed_at_its_hard_limit_is_recorded_failed_with_the_reason(redis_client):
+    result = hangs.enqueue()
+    Worker(["default"], pool="prefork", concurrency=1, block=0.1).run(burst=True)
+    with pytest.raises(TaskFailed) as caught:
+        result.get(timeout=1)
+    assert caught.value.error_type == "TimeLimitExceeded"
+    assert "hard time limit (0.5 s) exceeded" in caught.value.error_message
+    assert result.info().started_at is not None
 
 
 def test_a_requeued_failed_task_is_waited_for_again(redis_client):

@@ -8,7 +8,9 @@ checked before and after each task as around a request (a connection that died o
 outlived CONN_MAX_AGE is replaced; test suites disconnect it as Django's do);
 ``async def`` functions run on an event loop of their own, and an exception becomes a
 retry (after QUEUE_RETRY_DELAY · 2^(retry - 1) seconds, capped at
-QUEUE_RETRY_MAX_DELAY) or a failure with its traceback.
+QUEUE_RETRY_MAX_DELAY) or a failure with its traceback. The run's outcome carries the
+task's result JSON (results.py), which the worker records with the acknowledgement; a
+task past its ``expires`` is not run.
 
 Time limits, in seconds:
 
@@ -123,8 +125,7 @@ def run_task(record: dict[str, Any], worker_id: str, queue: Any) -> Outcome:
     """
     keep = keeps_result(record)
     expires_at = record.get("expires_at")
-    if expires_at is not None and time.time() >= expires_at:
-        now = time.time()
+    if expires_at is not None and (now := time.time()) >= expires_at:
         expired = results.encode(record, results.EXPIRED, worker_id, finished=now)
         return Outcome(record, "expired", result=expired if keep else None)
     start = time.perf_counter()
@@ -139,7 +140,7 @@ def run_task(record: dict[str, Any], worker_id: str, queue: Any) -> Outcome:
         name = record["name"]
         error = _error(f"unknown task name {name!r}: not registered in this worker")
         outcome = Outcome(record, "fail", error, 0.0, time.perf_counter() - start)
-        return _with_result(outcome, worker_id, run, "redisparts_app.UnknownTask")
+        return _with_result(outcome, worker_id, run, f"{__name__}.UnknownTask")
     except Exception as exc:
         outcome = Outcome(
             record, *failure(record, f"{type(exc).__name__}: {exc}"), time.perf_counter() - start
@@ -462,7 +463,8 @@ class PreforkPool(Pool):
         outcome = Outcome(record, *failure(record, reason), time.monotonic() - child.started)
         started = time.time() - outcome.seconds
         run = results.Running(self.queue, record, self.worker_id, started, keeps_result(record))
-        error_type = "redisparts_app." + reason.partition(":")[0]
+        # No exception class: the reason's first word names what happened.
+        error_type = reason.partition(":")[0]
         return self._ended(_with_result(outcome, self.worker_id, run, error_type))
 
     def close(self, *, kill: bool = False) -> None:

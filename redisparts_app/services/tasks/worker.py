@@ -9,6 +9,9 @@ gets the next ready task while another runs a slow one. A SIGKILL therefore re-r
 at most ``concurrency`` tasks: those running, or ended and not yet recorded;
 prefetched tasks that never started go back to other workers without having run.
 
+The script that records a task done (or failed, or expired) also writes its result
+(results.py), so the two never part.
+
 A heartbeat thread beats every QUEUE_HEARTBEAT seconds (every third of the lease if
 shorter), recording the worker alive and extending its tasks' leases; the reaper (in
 every worker every ``maintenance_interval`` seconds, and in the scheduler at least every
