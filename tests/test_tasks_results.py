@@ -206,6 +206,19 @@ def test_a_task_with_result_false_records_none_and_its_handle_says_so(redis_clie
         result.get(timeout=1)
 
 
+def test_a_task_id_used_again_waits_for_the_new_run(redis_client):
+    first = add.enqueue_with(args=[1, 1], task_id="nightly-report")
+    run_all()
+    assert first.get(timeout=1) == 2
+    again = add.enqueue_with(args=[2, 2], task_id="nightly-report")
+    assert again == first
+    assert again.state == "READY"  # not the first run's result
+    with pytest.raises(ResultTimeout):
+        again.get(timeout=0.2)
+    run_all()
+    assert again.get(timeout=1) == 4
+
+
 @pytest.mark.parametrize("timeout", [0, -1, float("nan"), "5", True])
 def test_get_refuses_a_timeout_that_is_not_positive_seconds(redis_client, timeout):
     result = add.enqueue(1, 1)

@@ -100,7 +100,7 @@ if done_count > 0 then
     local id, key = ARGV[at + 2 * j], 6 + queues + 2 * j
     if held[id] then
       redis.call('set', KEYS[key], ARGV[at + 2 * j + 1], 'PX', ARGV[7])
-      redis.call('del', KEYS[key + 1])
+      -- A new list: an earlier run's is cleared by the requeue or enqueue that reused the id.
       redis.call('rpush', KEYS[key + 1], 1)
       redis.call('pexpire', KEYS[key + 1], ARGV[7])
     end

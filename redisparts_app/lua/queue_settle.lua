@@ -35,7 +35,7 @@ else
 end
 if ARGV[6] ~= '' then
   redis.call('set', KEYS[9], ARGV[6], 'PX', ARGV[7])
-  redis.call('del', KEYS[10])
+  -- A new list: an earlier run's is cleared by the requeue or enqueue that reused the id.
   redis.call('rpush', KEYS[10], 1)
   redis.call('pexpire', KEYS[10], ARGV[7])
 end

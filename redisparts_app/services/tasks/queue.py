@@ -343,12 +343,14 @@ _NO_OPTIONS = (None, None, 0.0, None)
 
 class PreparedPush(NamedTuple):
     """An enqueue checked and built, ready to send on either face: the script's KEYS and
-    ARGV, and (replicas, timeout in seconds) when the push waits for replicas."""
+    ARGV, (replicas, timeout in seconds) when the push waits for replicas, and the keys
+    of an earlier run's result to delete first (a task id given by the caller)."""
 
     task_id: str
     keys: tuple[str, ...]
     argv: list[Any]
     replicas: tuple[int, float] | None
+    stale: tuple[str, ...]
 
 
 # PreparedPush(...) without the Python __new__ a NamedTuple has.
@@ -566,12 +568,15 @@ class TaskQueue:
             or type(settings.QUEUE_WAIT_REPLICAS) is not int  # False: checked, and refused
             else _NO_OPTIONS
         )
+        stale: tuple[str, ...] = ()
         if task_id is None:
             task_id = new_task_id()
             id_json = f'"{task_id}"'  # hex digits need no escaping
         else:
             task_id = validate_key_part(task_id, "task id")
             id_json = json.dumps(task_id)
+            if kind == "task":  # the Tasks backend wrote this run's record already
+                stale = (self.result_key(task_id), self.done_key(task_id))
         now = time.time_ns() // 1000
         enqueued_at = _json_time(now)
         # "ready_at" is when it may run (the scheduler moves it then): a queue's backlog age
@@ -594,11 +599,15 @@ class TaskQueue:
             keys = (*keys, dedup)
         if delay_ms or dedup is not None or front:
             argv += [delay_ms, max(1, int(ttl * 1000)) if ttl else 1, 1 if front else 0]
-        return _new_tuple(PreparedPush, (task_id, keys, argv, replicas))
+        return _new_tuple(PreparedPush, (task_id, keys, argv, replicas, stale))
 
     def _push(self, prepared: "PreparedPush") -> faces.Steps[str]:
         """The core of a push: the enqueue script (with WAIT when replicas are awaited),
         then the group's registry note; return the id of the task holding the place."""
+        if prepared.stale:
+            # A reused id: an earlier run's result must not answer for this one. Before
+            # the push, so a worker cannot record the new run first.
+            yield faces.command("delete", *prepared.stale)
         script = faces.script("queue_enqueue", prepared.keys, prepared.argv)
         if prepared.replicas is None:
             reply = yield script
@@ -618,7 +627,7 @@ class TaskQueue:
         stepping the core: the script as the core sends it, then the registry's note
         only when it has something to send (``registry.recently_noted``)."""
         client = self.client
-        if prepared.replicas is not None:
+        if prepared.replicas is not None or prepared.stale:
             return faces.run(self._push(prepared), client)
         reply = lua.call(client, "queue_enqueue", prepared.keys, prepared.argv)
         if not registry.recently_noted(client, COMPONENT, self.group):
