@@ -37,6 +37,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .connection import get_redis
+from .connection import transaction as redis_transaction
 from .services.tasks import TaskQueue
 from .services.tasks.queue import new_task_id
 from .services.tasks.results import ttl_ms
@@ -151,7 +152,8 @@ class RedisTaskBackend(BaseTaskBackend):
 
 
 def save_result(queue: TaskQueue, result: TaskResult) -> None:
-    """Store ``result`` as JSON under its id for QUEUE_RESULT_TTL seconds."""
+    """Store ``result`` as JSON under its id for QUEUE_RESULT_TTL seconds; once finished,
+    with the token of its done list that the queue's ``Result.get()`` waits on."""
     data = {
         "module_path": result.task.module_path,
         "queue_name": result.task.queue_name,
@@ -171,7 +173,18 @@ def save_result(queue: TaskQueue, result: TaskResult) -> None:
     for name in _DATES:
         value: datetime | None = getattr(result, name)
         data[name] = value.isoformat() if value else None
-    queue.client.set(queue.result_key(result.id), json.dumps(data), px=ttl_ms())
+    key, ttl = queue.result_key(result.id), ttl_ms()
+    if not result.is_finished:
+        queue.client.set(key, json.dumps(data), px=ttl)
+        return
+    done = queue.done_key(result.id)
+
+    def write(pipe: Any) -> None:
+        pipe.set(key, json.dumps(data), px=ttl)
+        pipe.rpush(done, 1)
+        pipe.pexpire(done, ttl)
+
+    redis_transaction(queue.client, key, write)
 
 
 def load_result(data: dict[str, Any]) -> TaskResult:

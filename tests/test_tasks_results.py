@@ -238,6 +238,15 @@ def test_get_times_out_with_one_blocking_read_and_no_polling(redis_client):
     assert command_calls(redis_client, "blmove", "get") - before == 2
 
 
+def test_a_stray_token_without_a_finished_result_does_not_spin_the_waiter(redis_client):
+    result = add.enqueue(1, 1)
+    redis_client.rpush(TaskQueue().done_key(result), 1)  # never written so by the library
+    before = command_calls(redis_client, "blmove")
+    with pytest.raises(ResultTimeout):
+        result.get(timeout=0.5)
+    assert command_calls(redis_client, "blmove") - before <= 6
+
+
 def test_get_wakes_when_the_task_ends_without_polling(redis_client):
     result = add.enqueue(20, 22)
     before = command_calls(redis_client, "blmove")

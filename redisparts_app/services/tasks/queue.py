@@ -938,8 +938,9 @@ class TaskQueue:
             self.key(role) for role in ("tasks", "failed", "quarantine", "errors", "deliveries")
         ]
         keys += [self.queue_key(record["queue"]), self.key("wake")]
-        if record.get("kind", "task") == "task":  # the Tasks backend's run keeps its own
-            keys += [self.result_key(task_id), self.done_key(task_id)]
+        keys.append(self.done_key(task_id))
+        if record.get("kind", "task") == "task":  # the Tasks backend's run reads its own
+            keys.append(self.result_key(task_id))
         requeued = lua.script(self.client, "queue_requeue")(
             keys=keys, args=[task_id, json.dumps(record, separators=(",", ":")), WAKE_CAP]
         )

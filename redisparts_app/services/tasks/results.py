@@ -179,6 +179,9 @@ def decode(task_id: str, raw: bytes | str) -> ResultInfo:
     errors = data.get("errors") or [{}]
     error = errors[-1]
     path = error.get("exception_class_path")
+    message = error.get("message")
+    if message is None and error.get("traceback"):  # the Tasks backend keeps no message
+        message = error["traceback"].rstrip().rpartition("\n")[2].partition(": ")[2]
     shown = data.get("progress")
     workers = data.get("worker_ids") or [None]
     return ResultInfo(
@@ -187,7 +190,7 @@ def decode(task_id: str, raw: bytes | str) -> ResultInfo:
         name=data.get("name") or data.get("module_path"),
         return_value=data.get("return_value"),
         error_type=path or None,
-        error_message=error.get("message"),
+        error_message=message,
         traceback=error.get("traceback"),
         enqueued_at=_seconds(data.get("enqueued_at")),
         started_at=_seconds(data.get("started_at")),
@@ -307,6 +310,10 @@ class Result(str):
                 return _outcome(info)
             if deadline is not None and time.monotonic() >= deadline:
                 raise ResultTimeout(self, timeout or 0.0, info.state if info else None)
+            if _token is not None:
+                # A token with no finished result should not be (each run's is deleted
+                # before it can end again); rather than spin on it, wait a little.
+                yield faces.sleep(min(0.1, left))
 
     def get(self, timeout: float | None = None) -> Any:
         """Wait up to ``timeout`` seconds (None: as long as it takes) for the task to end;
