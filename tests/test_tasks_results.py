@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from django.core.management import call_command
 from django.urls import reverse
 
 from redisparts_app.connection import aclose_async_clients, get_redis
@@ -324,6 +325,15 @@ def test_a_task_past_its_expiry_is_never_run_and_is_recorded_expired(redis_clien
     assert soon.info().state == "EXPIRED"
     counts = TaskQueue().counts()
     assert counts["inflight"] == counts["failed"] == sum(counts["queues"].values()) == 0
+
+
+def test_rp_worker_counts_the_expired_tasks(redis_client, capsys):
+    counted.enqueue_with(args=["late"], expires=0.1)
+    time.sleep(0.2)
+    call_command("rp_worker", "default", "--burst", "--json")
+    report = json.loads(capsys.readouterr().out)
+    assert (report["tasks"], report["expired"], report["done"]) == (1, 1, 0)
+    assert redis_client.hgetall(RUNS) == {}
 
 
 # -- progress ---------------------------------------------------------------------------
