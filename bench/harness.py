@@ -20,6 +20,9 @@ What ``ctx`` (a ``Context``) gives a benchmark:
 - ``ctx.repetitions``: how many times each variant is measured (default 3);
 - ``ctx.quick``: a smoke run (``--quick`` / ``make bench QUICK=1``): use short durations
   and small sizes; the figures only show that the code runs.
+- ``ctx.client_python``: the Python of a virtualenv with another redis-py
+  (``--client-python``; ``make bench``: redis-py 8's), for the benchmarks that measure
+  the services on it beside this interpreter's (``bench/clients.py``), or None.
 
 Measuring: ``alternate(variants, ctx.repetitions)`` calls each variant's function once
 per round, in turn (A, B, C, A, B, C, ...), so slow phases of a shared machine hit every
@@ -320,10 +323,17 @@ def run_processes(
 class Context:
     """What a benchmark's ``run(ctx)`` gets; see the module docstring."""
 
-    def __init__(self, servers: dict[str, Any], repetitions: int, quick: bool) -> None:
+    def __init__(
+        self,
+        servers: dict[str, Any],
+        repetitions: int,
+        quick: bool,
+        client_python: str | None = None,
+    ) -> None:
         self.servers = servers
         self.repetitions = repetitions
         self.quick = quick
+        self.client_python = client_python
 
     def url(self, transport: str = "tcp") -> str:
         return self.servers[transport].url
@@ -402,12 +412,17 @@ def machine_facts() -> dict[str, Any]:
     }
 
 
-def execute(run: Callable[[Context], list[Section]], repetitions: int, quick: bool):
+def execute(
+    run: Callable[[Context], list[Section]],
+    repetitions: int,
+    quick: bool,
+    client_python: str | None = None,
+):
     """Start the servers, call ``run(ctx)``, stop the servers; return the sections."""
     global _ping
     setup_django()
     with ExitStack() as stack:
-        ctx = Context(start_servers(stack), repetitions, quick)
+        ctx = Context(start_servers(stack), repetitions, quick, client_python)
         probe = stack.enter_context(ctx.servers["tcp"].client())
 
         def ping() -> float:
@@ -431,9 +446,12 @@ def main(run: Callable[[Context], list[Section]], description: str = "") -> None
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     parser.add_argument("--repetitions", type=int, default=None)
     parser.add_argument("--json", type=Path, help="write the sections to this JSON file")
+    parser.add_argument(
+        "--client-python", help="the Python of a virtualenv with another redis-py (ctx)"
+    )
     options = parser.parse_args()
     repetitions = options.repetitions or (1 if options.quick else DEFAULT_REPETITIONS)
-    sections = execute(run, repetitions, options.quick)
+    sections = execute(run, repetitions, options.quick, options.client_python)
     for section in sections:
         print(render(section), flush=True)
         print(flush=True)

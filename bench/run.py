@@ -6,6 +6,7 @@ reported and the others still run::
 
     .venv/bin/python -m bench.run [--only locks,semaphores] [--quick] [--repetitions N]
         [--repeat-close 2] [--output var/bench/latest.json] [--timeout 300]
+        [--client-python .venv-bench-redis8/bin/python]
 
 Writes the date, the machine's facts and every section (figures, ratios met or missed,
 checks, notes, the machine state of each table) of every module to ``--output``, and
@@ -75,6 +76,8 @@ def run_module(name: str, options: argparse.Namespace) -> dict:
             command.append("--quick")
         if options.repetitions:
             command += ["--repetitions", str(options.repetitions)]
+        if options.client_python:
+            command += ["--client-python", options.client_python]
         started = time.monotonic()
         timeout = module_timeout(name, options.timeout)
         try:
@@ -114,6 +117,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--timeout", type=float, default=300.0, help="seconds per module (or its TIMEOUT)"
+    )
+    parser.add_argument(
+        "--client-python",
+        help="the Python of a virtualenv with another redis-py, measured beside this one's "
+        "by bench/clients.py (make bench: redis-py 8's)",
     )
     options = parser.parse_args()
 

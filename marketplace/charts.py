@@ -3,6 +3,7 @@
 Every label passes through Django's ``escape``; the result is marked safe for templates.
 """
 
+import math
 from datetime import UTC, datetime
 
 from django.utils.html import escape
@@ -20,6 +21,13 @@ def _nice_max(value: float) -> float:
     return float(value)
 
 
+# The text size site.css gives each chart on a phone, in the SVG's units: the largest
+# drawn, so the room left for labels is measured at it. A glyph is taken as this much
+# of the size, a little over the average of the sans-serif fonts the site names.
+PHONE_TEXT = {"columns": 21, "bars": 15}
+GLYPH = 0.62
+
+
 def _number(value: float) -> str:
     if value >= 100 or value == int(value):
         return f"{value:,.0f}"
@@ -30,9 +38,12 @@ def column_chart(
     points: list[tuple[int, int]], *, width: int = 640, height: int = 200, label_every: int = 5
 ) -> SafeString:
     """Columns of ``(unix time, count)`` points, oldest left; times labelled HH:MM UTC."""
-    left, bottom, top, right = 44, 24, 16, 8  # room for labels of the phone size
-    plot_w, plot_h = width - left - right, height - top - bottom
     top_value = _nice_max(max((count for _, count in points), default=0))
+    widest = max(len(_number(top_value * f)) for f in (0, 0.5, 1))
+    # The axis's numbers end 6 units before it.
+    left = max(44, math.ceil(widest * PHONE_TEXT["columns"] * GLYPH) + 8)
+    bottom, top, right = 24, 16, 8
+    plot_w, plot_h = width - left - right, height - top - bottom
     parts = [
         f'<svg class="chart columns" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="requests over time" xmlns="http://www.w3.org/2000/svg">'
@@ -57,9 +68,10 @@ def column_chart(
             f'height="{bar_h:.1f}"><title>{when} UTC: {count}</title></rect>'
         )
         if index % label_every == 0:
-            middle = x + slot * 0.35
+            # The first time starts at its column: centred, it ran under the axis's 0.
+            at, anchor = (x, "start") if index == 0 else (x + slot * 0.35, "middle")
             parts.append(
-                f'<text x="{middle:.1f}" y="{height - 6}" text-anchor="middle">{when}</text>'
+                f'<text x="{at:.1f}" y="{height - 6}" text-anchor="{anchor}">{when}</text>'
             )
     parts.append(
         f'<line class="axis" x1="{left}" x2="{width - right}" y1="{top + plot_h}" '
@@ -71,8 +83,17 @@ def column_chart(
 def bar_chart(
     rows: list[tuple[str, float]], *, unit: str = "", width: int = 460, row_height: int = 26
 ) -> SafeString:
-    """Horizontal bars of ``(label, value)`` rows, largest first as given."""
-    label_w, right = 150, 70
+    """Horizontal bars of ``(label, value)`` rows, largest first as given.
+
+    Labels are cut (with an ellipsis) to what fits in 45 % of the width; the label and
+    value columns widen from their usual 150 and 70 units for longer text.
+    """
+    glyph = PHONE_TEXT["bars"] * GLYPH
+    fits = int((width * 0.45 - 8) / glyph)  # characters of a label
+    shown = [label if len(label) <= fits else label[: fits - 1] + "…" for label, _ in rows]
+    values = [f"{_number(value)}{unit}" for _, value in rows]
+    label_w = max(150, math.ceil(max(map(len, shown), default=0) * glyph) + 8)
+    right = max(70, math.ceil(max(map(len, values), default=0) * glyph) + 8)
     height = max(1, len(rows)) * row_height + 8
     top_value = max((value for _, value in rows), default=0) or 1.0
     plot_w = width - label_w - right
@@ -83,10 +104,9 @@ def bar_chart(
     for index, (label, value) in enumerate(rows):
         y = 4 + index * row_height
         bar_w = max(1.0, plot_w * value / top_value)
-        shown = label if len(label) <= 22 else label[:21] + "…"
         parts.append(
             f'<text x="{label_w - 8}" y="{y + row_height * 0.62:.1f}" text-anchor="end">'
-            f"{escape(shown)}<title>{escape(label)}</title></text>"
+            f"{escape(shown[index])}<title>{escape(label)}</title></text>"
         )
         parts.append(
             f'<rect class="bar alt" x="{label_w}" y="{y + 4}" width="{bar_w:.1f}" '
@@ -94,7 +114,7 @@ def bar_chart(
         )
         parts.append(
             f'<text x="{label_w + bar_w + 6:.1f}" y="{y + row_height * 0.62:.1f}">'
-            f"{_number(value)}{escape(unit)}</text>"
+            f"{escape(values[index])}</text>"
         )
     parts.append("</svg>")
     return mark_safe("".join(parts))  # noqa: S308 (numbers and escaped text only)

@@ -1,4 +1,5 @@
-"""Tasks of the demo site, run by ``manage.py rp_worker email`` (rp_worker imports this module).
+"""Tasks of the demo site, run by ``manage.py rp_worker email`` (rp_worker imports this module),
+and its periodic schedules, fired by ``manage.py rp_scheduler``.
 
 ``send_sold_email`` tells a seller their item sold, through Django's e-mail API (in the demo
 the file backend writes it to var/outbox/, which the Outbox page lists).
@@ -31,13 +32,25 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import EmailMessage
 
+from redisparts_app import tasks as maintenance
 from redisparts_app.services import market
-from redisparts_app.services.tasks import task
+from redisparts_app.services.tasks import periodic, task
 
 from .demo_data import EMAIL_DOMAIN
 from .forms import format_cents
 
 logger = logging.getLogger("marketplace")
+
+# The app's upkeep, fired by the demo's rp_scheduler (see the Schedules admin page): the
+# counter cleaner every minute, the registry prune every five, a backup every night.
+periodic(every=60, pass_slot=True, name="clean-counters")(maintenance.clean_counters)
+periodic(every=300, name="prune-registries")(maintenance.prune_registries)
+periodic(
+    cron="30 2 * * *",
+    tz=settings.TIME_ZONE,
+    name="nightly-backup",
+    args=[str(settings.VAR_DIR / "backups")],
+)(maintenance.backup)
 
 # Seconds a run's claim on a sale's e-mail holds off other runs (a run killed while sending
 # blocks retries this long); the task's retries (2 s doubling, 5 of them) outlast it.

@@ -30,6 +30,7 @@ arguments), one per event loop and alias; a single server's is a ``MultiplexedRe
 
 import asyncio
 import functools
+import inspect
 import threading
 import time
 import weakref
@@ -67,6 +68,7 @@ __all__ = [
     "aon_slot",
     "atransaction",
     "awhile_resharding",
+    "blocking_twin",
     "by_node",
     "by_slot",
     "config_problems",
@@ -96,6 +98,12 @@ SHAPES = ("CACHE", "URL", "SENTINELS", "CLUSTER")
 # precise type would only add a cast at every reply.
 Client: TypeAlias = Any
 T = TypeVar("T")
+
+# The most connections of a sync client built here (per server of a cluster) unless
+# OPTIONS says otherwise: redis-py 5.2's default, no cap. A thread holds one connection at
+# a time, so the threads bound them; redis-py 8's cap of 100 would fail a burst of a few
+# hundred threads with MaxConnectionsError.
+SYNC_POOL_SIZE = 2**31
 
 _clients: dict[str, Client] = {}
 _clients_lock = threading.Lock()
@@ -189,11 +197,12 @@ def config_problems(config: Any) -> list[str]:
 
 def _build_client(config: dict[str, Any]) -> Client:
     """Build a new client for a validated URL, SENTINELS or CLUSTER entry."""
-    options = dict(config.get("OPTIONS", {}))
+    options = {"max_connections": SYNC_POOL_SIZE, **config.get("OPTIONS", {})}
     if "URL" in config:
         return Redis.from_url(config["URL"], **options)
     if "CLUSTER" in config:
         nodes, options = _cluster_arguments(config)
+        options.setdefault("max_connections", SYNC_POOL_SIZE)
         if isinstance(nodes, str):
             return RedisCluster.from_url(nodes, **options)
         # redis-py 5.2 declares connection_pool abstract on its cluster client.
@@ -235,6 +244,8 @@ _async_clients = weakref.WeakKeyDictionary()
 _generation = 0
 # An async cluster client's plain clients of its primaries, for MULTI/WATCH (aslot_client).
 _node_clients: "weakref.WeakKeyDictionary[Any, dict[str, Any]]" = weakref.WeakKeyDictionary()
+# An async client's twin for blocking reads (blocking_twin).
+_blocking_twins: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
 
 _ASYNC_CONNECTION_CLASSES: dict[type, type] = {
     sync: getattr(redis.asyncio.connection, sync.__name__)
@@ -301,7 +312,33 @@ async def aclose_async_clients() -> None:
     for client in clients.values():
         for server in _node_clients.pop(client, {}).values():
             await server.aclose()
+        twin = _blocking_twins.pop(client, None)
+        if twin is not None:
+            await twin.aclose()
         await client.aclose()
+
+
+def blocking_twin(client: Any) -> Any:
+    """Return the async client for ``client``'s blocking reads (a wake-up list's BLPOP).
+
+    ``client`` itself, unless its pool makes callers queue for a connection (a
+    BlockingConnectionPool, as get_async_redis() builds for a single server): then a
+    client of the same server and settings on a pool without a cap, made once per
+    ``client`` (aclose_async_clients() closes it with a client it built), so a read
+    that waits never holds a connection the other calls queue for. A cluster client's
+    nodes open a connection per call under way.
+    """
+    pool = getattr(client, "connection_pool", None)
+    if not isinstance(pool, redis.asyncio.BlockingConnectionPool):
+        return client
+    twin = _blocking_twins.get(client)
+    if twin is None:
+        twin = _blocking_twins[client] = redis.asyncio.Redis(
+            connection_pool=redis.asyncio.ConnectionPool(
+                connection_class=pool.connection_class, **pool.connection_kwargs
+            )
+        )
+    return twin
 
 
 def _build_async_client(config: dict[str, Any], blocking: bool = False) -> Client:
@@ -577,13 +614,32 @@ def socket_timeout(client: Any) -> float | None:
     """The seconds ``client``'s connections wait for a reply before they fail (None: no
     limit), for any client: plain or cluster, sync or async. redis-py 8 sets 5 s unless
     told otherwise; a blocking command must return before it."""
+    kind: type | None
     if isinstance(client, RedisCluster):
-        kwargs = client.nodes_manager.connection_kwargs
+        kwargs, kind = client.nodes_manager.connection_kwargs, redis.connection.Connection
     elif isinstance(client, redis.asyncio.RedisCluster):
-        kwargs = client.connection_kwargs
+        kwargs, kind = client.connection_kwargs, redis.asyncio.connection.Connection
     else:
-        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
-    return kwargs.get("socket_timeout")
+        pool = getattr(client, "connection_pool", None)
+        kwargs = getattr(pool, "connection_kwargs", {})
+        kind = getattr(pool, "connection_class", None)
+    if "socket_timeout" in kwargs or kind is None:
+        return kwargs.get("socket_timeout")
+    # Not among the arguments: the connection's own default (redis-py 8: 5 s).
+    return _default_socket_timeout(kind)
+
+
+@functools.cache
+def _default_socket_timeout(connection_class: type) -> float | None:
+    """The socket timeout of a ``connection_class`` connection made without one."""
+    for kind in connection_class.__mro__:
+        init = kind.__dict__.get("__init__")
+        if init is None:
+            continue
+        parameter = inspect.signature(init).parameters.get("socket_timeout")
+        if parameter is not None and parameter.default is not inspect.Parameter.empty:
+            return parameter.default
+    return None
 
 
 def is_pipeline(client: Any) -> bool:

@@ -38,6 +38,7 @@ __all__ = [
     "RedisPartsError",
     "ReplicationTimeout",
     "ResultTimeout",
+    "ScheduleNotFound",
     "SemaphoreFull",
     "SemaphoreLost",
     "SemaphoreTimeout",
@@ -354,6 +355,15 @@ class BackupError(RedisPartsError):
 
 class InvalidTask(RedisPartsError, ValueError):
     """A task, its arguments or its options were refused before anything was written."""
+
+
+class ScheduleNotFound(InvalidArgument, LookupError):
+    """No periodic schedule is declared under this name (in the code this process loaded)."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        self.name = name
+        listed = ", ".join(known) if known else "none"
+        super().__init__("schedule", name, f"no schedule of that name; declared: {listed}")
 
 
 class SoftTimeLimitExceeded(RedisPartsError):

@@ -24,17 +24,21 @@ one round trip; scripts in it go as EVALSHA too), ``transaction`` (MULTI/EXEC on
 server holding a key, as ``connection.transaction``), ``watch`` (WATCH, reads, then
 MULTI/EXEC: an optimistic transaction), ``scripts`` (one script per (keys, args),
 pipelined per node, as the chat's fetch across chats), ``sleep``, ``on`` (an operation
-sent to another client of the same face, for a core that talks to two servers), and
-``CLIENT`` (the client the core runs on, for what depends on it). Two executors run a
-core: ``run(core, client)`` on a sync client, cluster client or pipeline, ``await arun(core,
-client)`` on a ``redis.asyncio`` one (None: ``connection.get_async_redis()``). An
-error of an operation is raised inside the core, which may catch it.
+sent to another client of the same face, for a core that talks to two servers),
+``pop_signal`` (an element of a wake-up list, waited for with BLPOP: one BLPOP per list at
+a time for all the waiters of a process, see ``wakeups``), and ``CLIENT`` (the client the
+core runs on, for what depends on it). Two executors run a core: ``run(core, client)`` on
+a sync client, cluster client or pipeline, ``await arun(core, client)`` on a
+``redis.asyncio`` one (None: ``connection.get_async_redis()``; on a cluster client, at most
+half its max_connections of calls under way, the others waiting their turn). An error of
+an operation is raised inside the core, which may catch it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Callable, Generator, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -44,7 +48,7 @@ from typing import Any, TypeAlias, TypeVar
 import redis.asyncio
 from redis.exceptions import NoScriptError
 
-from . import lua
+from . import lua, wakeups
 from .connection import (
     SLOT_MIGRATING_ERRORS,
     aon_slot,
@@ -74,6 +78,7 @@ __all__ = [
     "command",
     "on",
     "pipeline",
+    "pop_signal",
     "run",
     "script",
     "scripts",
@@ -142,6 +147,14 @@ class Scripts(Op):
 class On(Op):
     client: Any
     op: Op
+    then: Callable[[Any], Any] | None = None
+
+
+@dataclass(slots=True)
+class PopSignal(Op):
+    key: str
+    seconds: float
+    patience: float
     then: Callable[[Any], Any] | None = None
 
 
@@ -233,6 +246,14 @@ def sleep(seconds: float) -> Op:
     return Sleep(seconds)
 
 
+def pop_signal(key: str, seconds: float, patience: float) -> Op:
+    """Pop an element of the wake-up list ``key`` with a BLPOP ending ``seconds`` from now
+    (at least 2 ms, at most half the socket timeout); the reply is whether one came. The
+    waiters of a process on one list take turns at one BLPOP (``wakeups``): a waiter
+    waits up to ``patience`` seconds for its turn (the reply is then False)."""
+    return PopSignal(key, seconds, patience)
+
+
 def clients(client: Any) -> tuple[Any, Any]:
     """Return the (sync, async) clients of a service given ``client=``.
 
@@ -316,6 +337,8 @@ def _do(op: Any, client: Any) -> Any:
         reply = _sync_scripts(client, op.name, op.calls)
     elif kind is Watch:
         reply = while_resharding(client, lambda: _sync_watch(client, op))
+    elif kind is PopSignal:
+        reply = wakeups.pop_signal(client, op.key, op.seconds, op.patience)
     elif kind is Sleep:
         time.sleep(op.seconds)
         reply = None
@@ -439,25 +462,47 @@ def _node_scripts(server: Any, name: str, calls: list[tuple[list[str], list[Any]
 async def arun(core: Core[T], client: Any = None) -> T:
     """Run ``core`` on the ``redis.asyncio`` ``client`` (None: get_async_redis())."""
     client = resolve_async_client(client)
+    do = _ado
     if type(client) is redis.asyncio.RedisCluster:
         # Read the slots first: redis-py 8.1 sends a call made before its first read of
         # them to any node, and after a few MOVED replies closes every connection of
         # the client, those other coroutines are using too. Once read, this returns at once.
         await client.initialize()
+        do = _ado_in_turn
     if not isinstance(core, GeneratorType):
-        return await _ado(core, client)
+        return await do(core, client)
     reply: Any = None
     error: Exception | None = None
     try:
         while type(op := _resume(core, reply, error)) is not _Result:
             try:
-                reply, error = await _ado(op, client), None
+                reply, error = await do(op, client), None
             except Exception as exc:
                 reply, error = None, exc
     except BaseException:  # cancelled, interrupted, or the core's own error
         _abandon(core)
         raise
     return op.value
+
+
+# Per async cluster client, the turns of its calls under way. Its nodes fail a call past
+# max_connections (redis-py 8: 100 per node) rather than make it wait, as a single
+# server's BlockingConnectionPool does: a thousand coroutines calling at once would fail.
+# Half the connections serve calls, each waiting for its turn; the other half is left to
+# waits (wake-up BLPOPs, one per list and process), which take no turn.
+_cluster_turns: weakref.WeakKeyDictionary[Any, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+async def _ado_in_turn(op: Any, client: Any) -> Any:
+    """``_ado`` on an async cluster client: at most half its max_connections at once."""
+    if type(op) is PopSignal:
+        return await _ado(op, client)
+    turns = _cluster_turns.get(client)
+    if turns is None:
+        most = client.connection_kwargs.get("max_connections") or 2**31
+        turns = _cluster_turns[client] = asyncio.Semaphore(max(1, most // 2))
+    async with turns:
+        return await _ado(op, client)
 
 
 async def _ado(op: Any, client: Any) -> Any:
@@ -481,6 +526,8 @@ async def _ado(op: Any, client: Any) -> Any:
             reply = await atransaction(client, op.key, lambda pipe: _queue_all(pipe, op.ops))
     elif kind is Watch:
         reply = await awhile_resharding(client, lambda: _awatch(client, op))
+    elif kind is PopSignal:
+        reply = await wakeups.apop_signal(client, op.key, op.seconds, op.patience)
     elif kind is Sleep:
         await asyncio.sleep(op.seconds)
         reply = None

@@ -38,6 +38,7 @@ PAGES = [
     "admin:redisparts_app_redisparts_changelist",
     "admin:redisparts_queues",
     "admin:redisparts_tasks",
+    "admin:redisparts_schedules",
     "admin:redisparts_locks",
     "admin:redisparts_semaphores",
     "admin:redisparts_chats",

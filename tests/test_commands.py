@@ -30,6 +30,7 @@ REDIS_COMMANDS = {
     "rp_process_logs": ["--channel", "c", "--id", "0"],
     "rp_queue": ["stats"],
     "rp_registry": [],
+    "rp_schedule": ["list"],
     "rp_semaphores": [],
     "rp_status": [],
 }

@@ -1,12 +1,21 @@
+import asyncio
 import multiprocessing
 
 import pytest
+import redis
+import redis.asyncio
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 from django_redis import get_redis_connection
 
 from redisparts_app.conf import sentinel_addresses
-from redisparts_app.connection import config_problems, get_redis
+from redisparts_app.connection import (
+    SYNC_POOL_SIZE,
+    blocking_twin,
+    config_problems,
+    get_redis,
+    socket_timeout,
+)
 from redisparts_app.exceptions import ConnectionNotConfigured
 
 
@@ -44,6 +53,55 @@ def test_options_reach_the_client(redis_server_factory):
         # str in redis-py's RESP2 shapes, bytes in its RESP3 ones (protocol=3).
         assert client.client_getname() in ("rp-test", b"rp-test")
         assert client.connection_pool.connection_kwargs["socket_timeout"] == 1.5
+
+
+def test_url_alias_pool_is_uncapped_unless_the_options_cap_it(redis_server_factory):
+    # redis-py 8 caps a pool at 100 and fails the 101st thread under way.
+    server = redis_server_factory()
+    capped = {"URL": server.url, "OPTIONS": {"max_connections": 3}}
+    with override_settings(REDISPARTS={"CONNECTIONS": {"default": server.url, "capped": capped}}):
+        assert get_redis().connection_pool.max_connections == SYNC_POOL_SIZE
+        assert get_redis("capped").connection_pool.max_connections == 3
+
+
+def test_socket_timeout_is_the_one_the_connections_use(redis_server_factory):
+    """redis-py 8 gives a connection 5 s when the pool names no socket timeout; 5.2 none."""
+    server = redis_server_factory()
+    for client in (redis.Redis.from_url(server.url), server.client(socket_timeout=0.7)):
+        connection = client.connection_pool.make_connection()
+        assert socket_timeout(client) == connection.socket_timeout
+
+    async def main() -> None:
+        for client in (
+            redis.asyncio.Redis.from_url(server.url),
+            redis.asyncio.Redis.from_url(server.url, socket_timeout=0.7),
+        ):
+            connection = client.connection_pool.make_connection()
+            assert socket_timeout(client) == connection.socket_timeout
+            await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_blocking_pools_client_has_a_twin_on_a_pool_of_its_own(redis_server_factory):
+    server = redis_server_factory()
+
+    async def main() -> None:
+        pool = redis.asyncio.BlockingConnectionPool.from_url(server.url, max_connections=1)
+        bounded = redis.asyncio.Redis(connection_pool=pool)
+        twin = blocking_twin(bounded)
+        assert twin is blocking_twin(bounded)
+        waiting = asyncio.ensure_future(bounded.blpop(["wake"], timeout=5))
+        await asyncio.sleep(0.2)  # the bounded pool's only connection is in that BLPOP
+        assert await asyncio.wait_for(twin.blpop(["nothing"], timeout=0.01), 1) is None
+        await twin.lpush("wake", "1")
+        assert list(await waiting) == [b"wake", b"1"]
+        plain = redis.asyncio.Redis.from_url(server.url)  # a pool that never makes one wait
+        assert blocking_twin(plain) is plain
+        for client in (twin, bounded, plain):
+            await client.aclose()
+
+    asyncio.run(main())
 
 
 def test_unknown_alias_names_the_known_ones():

@@ -189,7 +189,7 @@ def test_scheduler_json_reports_what_it_moved(redis_client, capsys):
     record.enqueue_with(args=["later"], delay=0.001, on_commit=False)
     queue = TaskQueue()
     report = json.loads(run(capsys, "rp_scheduler", "--once", "--json"))
-    assert report == {"moved": 1, "requeued": 0, "quarantined": 0}
+    assert report == {"moved": 1, "requeued": 0, "quarantined": 0, "fired": 0}
     assert queue.length("default") == 1
 
 

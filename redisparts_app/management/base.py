@@ -7,16 +7,18 @@ with Ctrl-C, saying what the interruption left (``interrupted``).
 
 import dataclasses
 import json
+from importlib import import_module
 from typing import Any
 
 import redis
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.module_loading import autodiscover_modules
 
 from ..connection import Client, get_redis
 from ..exceptions import ConnectionNotConfigured, InvalidArgument, RedisPartsError
 
-__all__ = ["RedisCommand"]
+__all__ = ["RedisCommand", "add_import_argument", "import_task_modules"]
 
 
 class RedisCommand(BaseCommand):
@@ -64,6 +66,29 @@ class RedisCommand(BaseCommand):
             self.stdout.write(json.dumps(_plain(data), ensure_ascii=False, indent=2, default=str))
         elif text is not None:
             self.stdout.write(self.style.SUCCESS(text))
+
+
+def add_import_argument(parser: CommandParser, what: str = "tasks") -> None:
+    """``--import MODULE`` (repeatable), for the commands that need the registered tasks."""
+    parser.add_argument(
+        "--import",
+        dest="modules",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help=f"import MODULE to register its {what} (repeatable); every installed app's "
+        "tasks module is imported anyway",
+    )
+
+
+def import_task_modules(modules: list[str]) -> None:
+    """Import ``modules`` and every installed app's ``tasks`` module (tasks, schedules)."""
+    for module in modules:
+        try:
+            import_module(module)
+        except ImportError as exc:
+            raise CommandError(f"cannot import {module!r}: {exc}", returncode=2) from exc
+    autodiscover_modules("tasks")
 
 
 def _plain(data: Any) -> Any:

@@ -18,7 +18,8 @@ in the same hash tag as ``key``:
 - ``signal_key``: a short-lived list a release pushes to, so waiters blocked
   in BLPOP wake up at once instead of polling. A waiter whose attempt after a
   wake-up fails backs off (``BACKOFF_FIRST`` doubling up to ``BACKOFF_LONGEST``)
-  before it blocks again.
+  before it blocks again. The waiters of one process take turns at one BLPOP per
+  list (``wakeups``), so they hold one connection between them.
 
 Units: TTLs, timeouts and intervals are seconds (floats) in the API and
 milliseconds in Redis. TTLs are kept by the Redis server's clock; waiting
@@ -45,7 +46,6 @@ if the counter survived.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 import time
@@ -56,7 +56,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from .. import faces, lua
-from ..connection import Client, get_redis, is_async_client, is_pipeline, socket_timeout
+from ..connection import Client, get_redis, is_async_client, is_pipeline
 from ..exceptions import InvalidArgument
 from ..validation import check_int, check_seconds, to_ms
 
@@ -84,8 +84,6 @@ SIGNAL_TTL_MS = 2000
 # waiter still tries every 32 ms and the first release after its sleep wakes it.
 BACKOFF_FIRST = 0.001
 BACKOFF_LONGEST = 0.032
-# The shortest BLPOP timeout sent, in seconds (see ``_pause``).
-SHORTEST_BLOCK = 0.002
 # The scripts a Lock's sync hot path sends by SHA (``_attempt_now``, ``_release_now``).
 _ACQUIRE, _RELEASE = lua.sha("lease_acquire"), lua.sha("lease_release")
 # Guards the making of a lease's ``lost`` event and the report of its loss. One for
@@ -194,7 +192,7 @@ class LeaseHolder:
                 left = max(0.0, deadline - self.clock())
             if holder_pttl != -2:  # -2: released between SET and PTTL, try again at once
                 pause = left if holder_pttl < 0 else min(left, holder_pttl / 1000)
-                woken = yield from self._pause(pause)
+                woken = yield from self._pause(pause, left)
             acquired, holder_pttl = yield self._attempt()
             if acquired:
                 return True
@@ -259,16 +257,17 @@ class LeaseHolder:
         self._lost_reported = False
         self._held = True
 
-    def _pause(self, seconds: float) -> faces.Steps[bool]:
-        """Wait up to ``seconds`` for a release; return whether one woke this waiter."""
-        seconds = min(seconds, _longest_block((yield faces.CLIENT)))
+    def _pause(self, seconds: float, patience: float | None = None) -> faces.Steps[bool]:
+        """Wait for a release; return whether one woke this waiter.
+
+        A BLPOP ending ``seconds`` from now; while another waiter of the process holds the
+        list's BLPOP (``wakeups``), up to ``patience`` seconds (default ``seconds``) for
+        this waiter's turn, its BLPOP then lasting what is left of ``seconds``."""
         if self.signal_key is None:
             yield faces.sleep(seconds)
             return False
-        # BLPOP takes seconds with millisecond precision, and 0 means forever. Redis 6.x
-        # truncates 0.001 * 1000 (0.999...) to 0 ms: a 1 ms wait would never end.
-        timeout = max(SHORTEST_BLOCK, round(seconds, 3))
-        return (yield faces.command("blpop", [self.signal_key], timeout=timeout)) is not None
+        patience = seconds if patience is None else patience
+        return bool((yield faces.pop_signal(self.signal_key, seconds, patience)))
 
     # -- ownership ------------------------------------------------------------------
 
@@ -524,9 +523,3 @@ class Lease(LeaseHolder):
     async def arelease(self) -> bool:
         """The async twin of ``release`` (a heartbeat thread is joined, briefly)."""
         return await faces.arun(self._release(), self.aclient)
-
-
-def _longest_block(client: Client) -> float:
-    """Return how long one blocking call may last before the client's socket times out."""
-    limit = socket_timeout(client)
-    return max(0.001, limit / 2) if limit else math.inf

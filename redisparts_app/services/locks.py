@@ -26,7 +26,10 @@ out. No polling in between. A waiter woken only to find the lock taken again
 (its holder took it straight back) sleeps 1, 2, 4, ... up to 32 ms before it
 blocks again (``lease.BACKOFF_FIRST``, ``lease.BACKOFF_LONGEST``): under a
 stream of re-takes it tries at most once per 32 ms instead of at every
-release. ``LockTimeout`` when ``timeout`` seconds pass.
+release. The waiters of one process (threads, or coroutines of one event loop) take
+turns at one BLPOP per lock (``wakeups``): a process holds at most one connection in
+BLPOP per lock, on the async face outside the pool a release uses, however many wait.
+``LockTimeout`` when ``timeout`` seconds pass.
 
 Not owned: ``release()`` and ``extend()`` on a lock this holder no longer owns
 (TTL expired, maybe taken by another) raise ``LockNotOwned``; they never

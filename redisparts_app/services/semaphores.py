@@ -55,7 +55,10 @@ raises ``SemaphoreLost`` on leaving, when the permit had already expired.
 Waiting: ``acquire(wait=...)`` retries until ``wait`` seconds have passed; between tries it
 blocks on the wake list (BLPOP, woken by the next ``release``) for a back-off that grows
 from 10 ms to 200 ms, so expired permits of crashed holders (which wake nobody) are still
-noticed. Waiters are not served in order of arrival.
+noticed. The waiters of one process (threads, or coroutines of one event loop) take turns
+at one BLPOP per semaphore (``wakeups``), the others waiting in the process, not polling:
+a process holds at most one connection in BLPOP per semaphore, however many wait. Waiters
+are not served in order of arrival.
 """
 
 import json
@@ -220,9 +223,10 @@ class Semaphore:
             remaining = deadline - self._clock()
             if remaining <= 0:
                 return None
-            # BLPOP timeout 0 would block forever; a release wakes one waiter early.
-            pause = max(0.01, min(backoff, remaining))
-            yield faces.command("blpop", [self._keys["wake"]], timeout=pause)
+            # A release wakes one waiter early; the others of this process wait their turn
+            # at the BLPOP rather than polling on their own.
+            pause = max(MIN_BACKOFF, min(backoff, remaining))
+            yield faces.pop_signal(self._keys["wake"], pause, remaining)
             backoff = min(backoff * 2, MAX_BACKOFF)
 
     def refresh(self, holder_id: str) -> bool:

@@ -1,8 +1,14 @@
-"""The benchmark harness's bookkeeping: machine state per table, kept runs, module timeouts."""
+"""The benchmark harness's bookkeeping (machine state per table, kept runs, module timeouts)
+and the clients benchmark's quick run."""
 
+import argparse
 import json
+import subprocess
+import sys
 
-from bench.harness import Section, describe_state, render
+import pytest
+
+from bench.harness import Context, Section, describe_state, execute, render
 from bench.report import covered, ratio_series, spread_summary
 from bench.run import close_to_target, keep_run, module_timeout
 
@@ -75,3 +81,47 @@ def test_a_module_run_again_alone_stands_beside_the_others_of_the_full_run():
     table = spread_summary(runs)
     assert "| chat | r0 | 2.10x | 2.10..2.10 | 1 | >= 2x | met |" in table
     assert "| locks | r0 | 0.88x | 0.80..0.95 | 2 | >= 0.9x | MISSED |" in table
+
+
+@pytest.mark.slow
+def test_the_clients_benchmark_measures_every_case_of_every_variant():
+    """A quick bench/clients.py run with this interpreter on both sides: three workers,
+    every case measured, the protocol=2 variant checked to speak RESP2."""
+    from bench import clients
+
+    cpu_sync, cpu_async, wall_sync, wall_async = execute(clients.run, 1, True, sys.executable)
+    assert [row[0] for row in cpu_sync.rows + cpu_async.rows] == [c[0] for c in clients.CASES]
+    assert [row[0] for row in wall_sync.rows + wall_async.rows] == [c[0] for c in clients.CASES]
+    for section in (cpu_sync, cpu_async, wall_sync, wall_async):
+        assert all(figure > 0 for row in section.rows for figure in row[2:5])
+        assert all(ratio.value > 0 for ratio in section.ratios)
+    # Three ratios per case in the CPU tables, and the medians of each table's cases.
+    assert len(cpu_sync.ratios) == 3 * len(cpu_sync.rows) + 3
+    assert len(wall_async.ratios) == 3
+    [check] = cpu_sync.checks
+    assert check.ok, check.detail
+
+
+def test_the_clients_benchmark_says_when_it_has_nothing_to_compare():
+    from bench import clients
+
+    [section] = clients.run(Context({}, 1, True))
+    assert section.rows == []
+    assert "--client-python" in section.notes[0]
+
+
+def test_bench_run_hands_the_other_interpreter_to_every_module(monkeypatch, tmp_path):
+    from bench import run
+
+    commands = []
+
+    def fake_run(command, **kwargs):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 1, stderr="")
+
+    monkeypatch.setattr(run.subprocess, "run", fake_run)
+    options = argparse.Namespace(
+        quick=True, repetitions=None, timeout=10.0, client_python="/venv8/bin/python"
+    )
+    run.run_module("chat", options)
+    assert commands[0][-2:] == ["--client-python", "/venv8/bin/python"]

@@ -57,13 +57,8 @@ def test_demo_serves_the_landing_page_and_ctrl_c_stops_every_process(tmp_path):
         redis_pid = int((tmp_path / "redis" / "redis.pid").read_text())
         child_pids = _children(demo.pid)
         commands = " | ".join(_command_line(pid) for pid in child_pids)
-        assert len(child_pids) == 4, commands
-        for part in (
-            "uvicorn marketplace.asgi",
-            "rp_worker email",
-            "rp_scheduler",
-            "rp_clean_counters",
-        ):
+        assert len(child_pids) == 3, commands
+        for part in ("uvicorn marketplace.asgi", "rp_worker email", "rp_scheduler"):
             assert part in commands
         assert _alive(redis_pid)
         _buy_as_bob(base)

@@ -64,9 +64,8 @@ class Demo:
         return self.log.read_text(errors="replace")
 
     def children(self) -> dict[str, psutil.Process]:
-        """The runner's direct children by role: web, worker, scheduler, cleaner."""
+        """The runner's direct children by role: web, worker, scheduler."""
         roles = {"uvicorn": "web", "rp_worker": "worker", "rp_scheduler": "scheduler"}
-        roles["rp_clean_counters"] = "cleaner"
         found = {}
         for child in self.runner.children():
             with contextlib.suppress(psutil.NoSuchProcess):
@@ -166,9 +165,9 @@ def _assert_nothing_left(demo: Demo, pids: set[int], group: int) -> None:
 
 
 def _all_up(children: dict[str, psutil.Process]) -> bool:
-    """The four children are there, and the worker's own."""
+    """The three children are there, and the worker's own."""
     with contextlib.suppress(psutil.NoSuchProcess):
-        return len(children) == 4 and bool(children["worker"].children())
+        return len(children) == 3 and bool(children["worker"].children())
     return False
 
 
@@ -188,7 +187,7 @@ def test_sigterm_stops_every_process_without_a_traceback(tmp_path, demos):
     demos.append(demo := _start(tmp_path))
     demo.wait_until_up()
     pids, group = demo.everything()
-    assert len(pids) >= 7  # runner, Redis, four children, the worker's own children
+    assert len(pids) >= 7  # runner, Redis, three children, the worker's two
     assert demo.stop(signal.SIGTERM) == 0
     _assert_nothing_left(demo, pids, group)
     assert "Stopped redis-server" in demo.output()

@@ -2,12 +2,14 @@
 
 The runner starts the embedded Redis (shared with other demos on the same data folder:
 the last one to stop stops it, and only if a demo started it), then the web server
-(uvicorn, ASGI), the task worker, the scheduler and the counter cleaner as child
-processes in one process group of their own, apart from the terminal's: Ctrl-C and a
-closed terminal reach the runner only, which stops the children in order (SIGTERM, so
-the worker finishes its tasks) and then kills whatever is left in their group (the
-worker's own children). A child that exits on its own is started again after a short
-pause, at most MAX_RESTARTS times a minute; past that the demo stops with an error.
+(uvicorn, ASGI), the task worker and the scheduler (which also fires the periodic
+schedules of marketplace/tasks.py: the counter cleaner, the registry prune, the nightly
+backup) as child processes in one process group of their own, apart from the
+terminal's: Ctrl-C and a closed terminal reach the runner only, which stops the
+children in order (SIGTERM, so the worker finishes its tasks) and then kills whatever
+is left in their group (the worker's own children). A child that exits on its own is
+started again after a short pause, at most MAX_RESTARTS times a minute; past that the
+demo stops with an error.
 """
 
 import collections
@@ -55,9 +57,10 @@ class Command(BaseCommand):
     help = (
         "Run the demo on the embedded Redis until Ctrl-C: migrate, load the demo data "
         "(load_demo), then the web server, a task worker (rp_worker on the site's queues), "
-        "the scheduler (rp_scheduler) and the counter cleaner (rp_clean_counters), each "
-        "restarted if it exits; this process relays recorded sales to the e-mail queue "
-        "meanwhile (what market_relay does). Ctrl-C, SIGTERM or SIGHUP stops them all."
+        "and the scheduler (rp_scheduler, which also fires the periodic schedules: the "
+        "counter cleaner, the registry prune, the nightly backup), each restarted if it "
+        "exits; this process relays recorded sales to the e-mail queue meanwhile (what "
+        "market_relay does). Ctrl-C, SIGTERM or SIGHUP stops them all."
     )
 
     def add_arguments(self, parser):
@@ -118,7 +121,6 @@ class Command(BaseCommand):
                 ],
             ),
             ("scheduler", [MANAGE, "rp_scheduler"]),
-            ("counter cleaner", [MANAGE, "rp_clean_counters"]),
         ]
 
     def _welcome(self, host: str, port: int) -> None:

@@ -9,7 +9,9 @@
 // swaps a part of a page (hx-select="main", the market) gets that part of the error
 // page. A form with data-reset-on-success is cleared only after a 2xx answer, so a
 // refused message stays in its box. On an element with data-stop-on="403 404", those
-// statuses stop its polling (a chat left in another tab).
+// statuses stop its polling (a chat left in another tab). A request from inside an
+// element with data-reveal-result brings the first message of what it swapped in into
+// view when that message is out of view (see the end).
 (function () {
   "use strict";
   if (window.sitePagesReady) return;
@@ -103,5 +105,25 @@
     // A success clears the message an earlier failure left in a separate place.
     var target = errorTarget(elt, null);
     if (target && target !== detail.target) target.innerHTML = "";
+  });
+
+  // The market's answer is its whole main part, the purchase's message at the top: tapped
+  // low on a long page, the message lands above the view and nothing seems to happen. A
+  // message already in view stays where it is. Under a bar that sticks to the top is out
+  // of view too.
+  var MESSAGE = "[role=status], [role=alert]";
+
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var config = event.detail.requestConfig;
+    var elt = config && config.elt;
+    if (!elt || !elt.closest || !elt.closest("[data-reveal-result]")) return;
+    var swapped = event.target;
+    var message = swapped.matches(MESSAGE) ? swapped : swapped.querySelector(MESSAGE);
+    if (!message) return;
+    var bar = document.querySelector(".topbar");
+    var top = bar && getComputedStyle(bar).position === "sticky" ? bar.getBoundingClientRect().bottom : 0;
+    var box = message.getBoundingClientRect();
+    if (box.top >= top && box.bottom <= window.innerHeight) return;
+    window.scrollBy(0, box.top - top - 12);
   });
 })();

@@ -10,7 +10,18 @@ from collections.abc import Callable
 
 from django.http import HttpResponse
 
-from . import autocomplete, chats, config, dashboard, locks, people, records, server, tasks
+from . import (
+    autocomplete,
+    chats,
+    config,
+    dashboard,
+    locks,
+    people,
+    records,
+    schedules,
+    server,
+    tasks,
+)
 
 __all__ = ["NAVIGATION", "ROUTES", "Route"]
 
@@ -25,6 +36,8 @@ ROUTES: list[Route] = [
     ("tasks/<str:group>/<str:task_id>/retry/", tasks.retry, "task_retry"),
     ("tasks/<str:group>/<str:task_id>/delete/", tasks.delete, "task_delete"),
     ("bulk-actions/<str:group>/", tasks.bulk, "task_bulk"),
+    ("schedules/", schedules.schedule_list, "schedules"),
+    ("schedules/<str:name>/", schedules.schedule_action, "schedule_action"),
     ("locks/", locks.held_locks, "locks"),
     ("locks/<str:name>/release/", locks.release_lock, "lock_release"),
     ("semaphores/", locks.semaphores_in_use, "semaphores"),
@@ -48,6 +61,7 @@ NAVIGATION: list[tuple[str, str]] = [
     ("Dashboard", "changelist"),
     ("Queues", "queues"),
     ("Tasks", "tasks"),
+    ("Schedules", "schedules"),
     ("Locks", "locks"),
     ("Semaphores", "semaphores"),
     ("Chats", "chats"),

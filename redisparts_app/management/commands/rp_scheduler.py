@@ -3,7 +3,11 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from redisparts_app.exceptions import RedisPartsError
-from redisparts_app.management.base import RedisCommand
+from redisparts_app.management.base import (
+    RedisCommand,
+    add_import_argument,
+    import_task_modules,
+)
 from redisparts_app.services.tasks import Scheduler
 
 from .rp_worker import _log_to_stderr
@@ -11,8 +15,9 @@ from .rp_worker import _log_to_stderr
 
 class Command(RedisCommand):
     help = (
-        "Move due delayed tasks and retries to their queues and requeue tasks whose worker "
-        "died, until SIGTERM or Ctrl-C; several schedulers may run at once."
+        "Move due delayed tasks and retries to their queues, fire the periodic schedules "
+        "and requeue tasks whose worker died, until SIGTERM or Ctrl-C; several schedulers "
+        "may run at once."
     )
     reports = True
 
@@ -29,6 +34,7 @@ class Command(RedisCommand):
         parser.add_argument(
             "--no-reap", dest="reap", action="store_false", help="do not requeue expired leases"
         )
+        add_import_argument(parser, "tasks and schedules")
 
     def handle(
         self,
@@ -37,10 +43,12 @@ class Command(RedisCommand):
         max_wait: Any,
         once: Any,
         reap: Any,
+        modules: Any,
         verbosity: Any,
         as_json: bool,
         **options: Any,
     ) -> None:
+        import_task_modules(modules)
         try:
             scheduler = Scheduler(group, max_wait=max_wait, reap=reap)
         except (RedisPartsError, ValueError) as exc:
@@ -51,9 +59,10 @@ class Command(RedisCommand):
             "moved": moved,
             "requeued": scheduler.requeued,
             "quarantined": scheduler.quarantined,
+            "fired": scheduler.fired,
         }
         text = (
             f"Moved {moved} delayed task(s); requeued {scheduler.requeued}, "
-            f"quarantined {scheduler.quarantined}."
+            f"quarantined {scheduler.quarantined}; fired {scheduler.fired} schedule slot(s)."
         )
         self.report(figures, as_json=as_json, text=text if verbosity >= 1 else None)

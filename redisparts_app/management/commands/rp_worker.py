@@ -1,12 +1,10 @@
 import logging
-from importlib import import_module
 from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
-from django.utils.module_loading import autodiscover_modules
 
 from redisparts_app.exceptions import RedisPartsError
-from redisparts_app.management.base import RedisCommand
+from redisparts_app.management.base import RedisCommand, add_import_argument, import_task_modules
 from redisparts_app.management.progress import progress_bar
 from redisparts_app.services.tasks import Worker
 from redisparts_app.services.tasks.worker import logger
@@ -64,15 +62,7 @@ class Command(RedisCommand):
             help="seconds after which the process running a task is killed and the task "
             "recorded as failed (prefork; default: REDISPARTS['QUEUE_TIME_LIMIT'])",
         )
-        parser.add_argument(
-            "--import",
-            dest="modules",
-            action="append",
-            default=[],
-            metavar="MODULE",
-            help="import MODULE to register its tasks (repeatable); every installed app's "
-            "tasks module is imported anyway",
-        )
+        add_import_argument(parser)
 
     def handle(
         self,
@@ -89,12 +79,7 @@ class Command(RedisCommand):
     ) -> None:
         if max_tasks is not None and max_tasks < 1:
             raise CommandError(f"--max-tasks must be at least 1, got {max_tasks}", returncode=2)
-        for module in modules:
-            try:
-                import_module(module)
-            except ImportError as exc:
-                raise CommandError(f"cannot import {module!r}: {exc}", returncode=2) from exc
-        autodiscover_modules("tasks")
+        import_task_modules(modules)
         concurrency = opts["concurrency"]
         pool = opts["pool"] or ("prefork" if concurrency > 1 else "solo")
         try:

@@ -14,7 +14,8 @@ a failed registry and quarantine, with at-least-once delivery.
 Run ``manage.py rp_worker email default`` (queues in priority order; ``--concurrency``,
 ``--pool``, ``--time-limit``) and ``manage.py rp_scheduler``. ``TaskQueue`` (queue.py)
 holds the keys and the operations, including the admin's listing, requeue and delete;
-``Worker`` and ``Scheduler`` (worker.py) the loops and their guarantees; the pools,
+``Worker`` and ``Scheduler`` (worker.py) the loops and their guarantees; ``@periodic``
+schedules (cron or intervals, fired by the scheduler) are in schedules.py; the pools,
 time limits and how one task runs are in pool.py.
 """
 
@@ -23,6 +24,7 @@ from typing import Any
 from .queue import TaskInfo, TaskQueue, queue_groups
 from .registry import Task, get_task, registered_names, task
 from .results import Progress, Result, ResultInfo, aprogress, progress
+from .schedules import periodic
 from .worker import Scheduler, Worker
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "aprogress",
     "enqueue",
     "get_task",
+    "periodic",
     "progress",
     "queue_groups",
     "registered_names",

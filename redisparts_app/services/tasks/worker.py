@@ -54,8 +54,9 @@ import redis
 
 from ...conf import app_settings
 from ...connection import slot_is_moving
-from ...exceptions import InvalidTask
+from ...exceptions import InvalidArgument, InvalidTask
 from ...keys import validate_key_part
+from . import schedules
 from .pool import POOLS, Outcome, Pool
 from .queue import BATCH, TaskQueue, validate_seconds
 from .registry import check_limit
@@ -67,6 +68,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("redisparts.tasks")
+# Seconds a BLPOP may time out late (the server checks timeouts every 1/hz s; hz is 10
+# by default), so a scheduler sleeps the last stretch before a slot itself.
+BLOCK_PRECISION = 0.12
 
 
 class Backoff:
@@ -268,6 +272,8 @@ class Worker(_Stoppable):
                             timeout = 0.05 if pool.free() > 0 and not self.stopping else self.block
                         for outcome in pool.wait(timeout):
                             self._held.discard(outcome.record["id"])
+                            if "schedule" in outcome.record:
+                                self._record_periodic(outcome)
                             if outcome.outcome == "done":
                                 done.append(outcome.record)
                                 if outcome.result is not None:
@@ -366,6 +372,19 @@ class Worker(_Stoppable):
         logger.warning("task %s (%s) delivery %d: %s", task_id, name, deliveries, outcome.outcome)
         return outcome.outcome
 
+    def _record_periodic(self, outcome: Outcome) -> None:
+        """Note a schedule's last run (what the admin shows); a failure only logs: the
+        task's own outcome is recorded apart."""
+        try:
+            schedules.record_run(
+                self.queue.client, self.queue.group, outcome.record, outcome.outcome,
+                outcome.seconds,
+            )  # fmt: skip
+        except (redis.RedisError, InvalidArgument) as exc:  # Redis away, or a bad record
+            logger.warning(
+                "task %s: its schedule's last run not noted (%s)", outcome.record["id"], exc
+            )
+
     def _report(self, outcome: str) -> None:
         if self.on_finished is not None:
             self.on_finished(outcome)
@@ -410,10 +429,13 @@ class Worker(_Stoppable):
 
 
 class Scheduler(_Stoppable):
-    """Move due delayed tasks of one group to their queues and reap expired leases.
+    """Move due delayed tasks of one group to their queues, fire its periodic schedules
+    (schedules.py) and reap expired leases.
 
     Several schedulers may run at once: each move is one script (ZRANGEBYSCORE,
-    ZREM, RPUSH), so every task is enqueued exactly once.
+    ZREM, RPUSH), and so is each slot's claim and enqueue, so every task and slot is
+    enqueued exactly once. ``clock``: seconds since the epoch for the schedules'
+    slots (default: Redis server time; tests pass their own).
     """
 
     def __init__(
@@ -424,13 +446,16 @@ class Scheduler(_Stoppable):
         max_wait: float = 1.0,
         reap: bool = True,
         max_deliveries: int | None = None,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         super().__init__()
         self.queue = TaskQueue(group, client=client)
         self.max_wait = validate_seconds(max_wait, "max_wait", allow_zero=False)
         self.reap = reap
         self.max_deliveries = max_deliveries
-        self.moved = self.requeued = self.quarantined = 0
+        self.clock = clock
+        self.moved = self.requeued = self.quarantined = self.fired = 0
+        self._slot_next = False  # whether the wait run_once returned ends at a slot
 
     def run_once(self) -> float:
         """Do one pass; return the seconds to wait before the next one."""
@@ -439,6 +464,11 @@ class Scheduler(_Stoppable):
         waits = [self.max_wait]
         if next_due is not None:
             waits.append(next_due)
+        now = None if self.clock is None else self.clock()
+        fired, next_slot = schedules.fire_due(self.queue.group, client=self.queue.client, now=now)
+        self.fired += fired
+        if next_slot is not None:
+            waits.append(next_slot)
         if self.reap:
             requeued, quarantined, next_deadline = self.queue.reap(self.max_deliveries)
             self.requeued += requeued
@@ -447,10 +477,15 @@ class Scheduler(_Stoppable):
                 waits.append(next_deadline)
             if requeued or quarantined:
                 logger.warning("reaped %d task(s), quarantined %d", requeued, quarantined)
+        self._slot_next = False
         if moved >= BATCH:
             return 0.0
+        wait = min(waits)
+        if wait == next_slot:
+            self._slot_next = True
+            return max(0.001, wait)
         # A due task whose queue is not yet known would otherwise spin the loop.
-        return max(0.05, min(waits))
+        return max(0.05, wait)
 
     def run(self, *, burst: bool = False) -> int:
         """Run until stopped (``burst``: one pass); return how many tasks were moved."""
@@ -460,7 +495,13 @@ class Scheduler(_Stoppable):
                 wait = self._guarded(backoff, self.run_once)
                 if burst:
                     break
-                if wait:
+                if wait and self._slot_next and wait <= BLOCK_PRECISION:
+                    self._stop.wait(wait)  # a slot is waited for to the millisecond
+                elif wait:
+                    # A BLPOP times out up to 1/hz late (100 ms by default): the last stretch
+                    # to a slot is slept here, after the next pass.
+                    if self._slot_next:
+                        wait -= BLOCK_PRECISION
                     self._guarded(backoff, functools.partial(self.queue.wait_for_schedule, wait))
         return self.moved
 
