@@ -3,6 +3,8 @@
 Import: ``from redisparts_app.exceptions import RedisPartsError, InvalidArgument``.
 """
 
+from typing import Any
+
 __all__ = [
     "BackupError",
     "ChatExists",
@@ -35,11 +37,14 @@ __all__ = [
     "PriceChanged",
     "RedisPartsError",
     "ReplicationTimeout",
+    "ResultTimeout",
     "ScheduleNotFound",
     "SemaphoreFull",
     "SemaphoreLost",
     "SemaphoreTimeout",
     "ServerBinaryNotFound",
+    "TaskExpired",
+    "TaskFailed",
     "TaskNotFound",
     "TaskNotReplicated",
     "UnknownStrategy",
@@ -389,6 +394,35 @@ class TaskNotFound(RedisPartsError, LookupError):
     def __init__(self, task_id: str, where: str = "") -> None:
         self.task_id, self.where = task_id, where
         super().__init__(f"no task {task_id!r}{' ' + where if where else ''}")
+
+
+class TaskFailed(RedisPartsError):
+    """The task waited on raised on its last try; ``info`` holds its error and traceback."""
+
+    def __init__(self, info: Any) -> None:
+        self.info = info
+        self.error_type, self.error_message = info.error_type, info.error_message
+        self.traceback = info.traceback
+        super().__init__(f"task {info.id} failed: {info.error_type}: {info.error_message}")
+
+
+class TaskExpired(RedisPartsError):
+    """The task waited on was not started before its ``expires`` time, and never ran."""
+
+    def __init__(self, info: Any) -> None:
+        self.info = info
+        super().__init__(f"task {info.id} expired before a worker started it; it never ran")
+
+
+class ResultTimeout(RedisPartsError, TimeoutError):
+    """The task waited on had not ended within the timeout."""
+
+    def __init__(self, task_id: str, timeout: float, state: str | None) -> None:
+        self.task_id, self.timeout, self.state = task_id, timeout, state
+        super().__init__(
+            f"task {task_id} has not ended after {timeout:g}s (state {state or 'unknown'}); "
+            "wait longer, or check that a worker listens on its queue"
+        )
 
 
 class LockTimeout(RedisPartsError):

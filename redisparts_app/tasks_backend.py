@@ -18,7 +18,9 @@ worker. Tested with Django 6's ``django.tasks`` (imported first when present) an
 the django-tasks backport on Django 5.2. Results (status, return value, errors with
 tracebacks, worker ids) live in ``<prefix>:queue:{<group>}:result:<id>`` as JSON for
 REDISPARTS["QUEUE_RESULT_TTL"] seconds after their last update, and are read back with
-``get_result(id)`` from any process. A task that raises is not retried (the Tasks API
+``get_result(id)`` from any process: the store and shape the queue's own ``@task``
+results use (services/tasks/results.py), so ``TaskQueue().result(id).info()`` reads
+either. A task that raises is not retried (the Tasks API
 has no retries); it is FAILED and also listed in the queue's failed registry, from which
 a requeue runs it again under the same id. With ``ENQUEUE_ON_COMMIT`` (default True) an
 enqueue inside a transaction happens when it commits, and ``get_result`` raises
@@ -34,10 +36,11 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from .conf import app_settings
 from .connection import get_redis
+from .connection import transaction as redis_transaction
 from .services.tasks import TaskQueue
 from .services.tasks.queue import new_task_id
+from .services.tasks.results import ttl_ms
 
 __all__ = [
     "RedisTaskBackend",
@@ -149,7 +152,8 @@ class RedisTaskBackend(BaseTaskBackend):
 
 
 def save_result(queue: TaskQueue, result: TaskResult) -> None:
-    """Store ``result`` as JSON under its id for QUEUE_RESULT_TTL seconds."""
+    """Store ``result`` as JSON under its id for QUEUE_RESULT_TTL seconds; once finished,
+    with the token of its done list that the queue's ``Result.get()`` waits on."""
     data = {
         "module_path": result.task.module_path,
         "queue_name": result.task.queue_name,
@@ -169,11 +173,18 @@ def save_result(queue: TaskQueue, result: TaskResult) -> None:
     for name in _DATES:
         value: datetime | None = getattr(result, name)
         data[name] = value.isoformat() if value else None
-    queue.client.set(
-        queue.result_key(result.id),
-        json.dumps(data),
-        ex=max(1, int(app_settings.QUEUE_RESULT_TTL)),
-    )
+    key, ttl = queue.result_key(result.id), ttl_ms()
+    if not result.is_finished:
+        queue.client.set(key, json.dumps(data), px=ttl)
+        return
+    done = queue.done_key(result.id)
+
+    def write(pipe: Any) -> None:
+        pipe.set(key, json.dumps(data), px=ttl)
+        pipe.rpush(done, 1)
+        pipe.pexpire(done, ttl)
+
+    redis_transaction(queue.client, key, write)
 
 
 def load_result(data: dict[str, Any]) -> TaskResult:

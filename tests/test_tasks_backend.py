@@ -8,7 +8,7 @@ from django.db import transaction
 from django.test import override_settings
 from django.utils import timezone
 
-from redisparts_app.exceptions import InvalidTask
+from redisparts_app.exceptions import InvalidTask, TaskFailed
 from redisparts_app.services.tasks import TaskQueue, Worker
 from tests.tasks_django import (
     InvalidTaskError,
@@ -60,6 +60,14 @@ def test_task_runs_in_a_worker_process_and_its_result_is_read_back(redis_client)
     assert len(result.worker_ids) == 1
     assert result.started_at <= result.finished_at
     assert task_backends["default"].get_result(result.id).return_value["length"] == 4
+    # One store with the queue's own results: its handle reads the same record.
+    info = TaskQueue().result(result.id).info()
+    assert (info.state, info.return_value, info.worker) == (
+        "SUCCESSFUL", {"text": "SOLD", "length": 4}, result.worker_ids[0]
+    )  # fmt: skip
+    assert info.name == "tests.tasks_django.shout"
+    # and waits on it the same way
+    assert TaskQueue().result(result.id).get(timeout=1) == {"text": "SOLD", "length": 4}
 
 
 def test_failing_task_records_the_error_and_is_listed_as_failed(redis_client):
@@ -75,6 +83,13 @@ def test_failing_task_records_the_error_and_is_listed_as_failed(redis_client):
     [failed] = TaskQueue().failed()
     assert failed.id == result.id
     assert failed.error == "ValueError: boom went the task"
+    handle = TaskQueue().result(result.id)
+    with pytest.raises(TaskFailed, match=r"builtins\.ValueError: boom went the task"):
+        handle.get(timeout=1)
+    # Requeued, its done token goes with the failure (its record stays FAILED, as
+    # get_result says, until the new run starts).
+    TaskQueue().requeue(result.id)
+    assert not redis_client.exists(TaskQueue().done_key(result.id))
 
 
 def test_context_sees_the_attempt(redis_client):

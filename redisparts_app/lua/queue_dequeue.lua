@@ -3,10 +3,15 @@
 -- KEYS[1] tasks hash   KEYS[2] in-flight zset (id -> lease deadline ms)
 -- KEYS[3] owners hash (id -> worker id)   KEYS[4] deliveries hash (id -> count)
 -- KEYS[5] worker wake list   KEYS[6..5+q] queue lists, highest priority first
--- KEYS[6+q..] de-duplication keys of done tasks, released if they still name their task
+-- KEYS[6+q..5+q+2r] for each done task that keeps a result: its result key, its done list
+-- KEYS[6+q+2r..] de-duplication keys of done tasks, released if they still name their task
 -- ARGV[1] worker id   ARGV[2] lease ms   ARGV[3] most tasks to take (0: only record)
 -- ARGV[4] q, the number of queue lists   ARGV[5] n, the number of done task ids
--- ARGV[6..5+n] done task ids   ARGV[6+n..] for each de-duplication key, its task id
+-- ARGV[6] r, the number of results   ARGV[7] result TTL ms
+-- ARGV[8..7+n] done task ids   ARGV[8+n..7+n+2r] for each result: its task id, its JSON
+-- ARGV[8+n+2r..] for each de-duplication key, its task id
+-- A result is written only for a task still held, in the step that records it done:
+-- never a done task without its result, nor a result of a task that will run again.
 -- Returns {ids no longer held (reaped or deleted; left as they are), {id, task JSON,
 -- delivery count, id, ...}}; the second list is empty when every queue is empty.
 -- A task delivered before (its worker died holding it, or it is a retry) is only ever
@@ -14,6 +19,7 @@
 -- One wake-up token is dropped per task taken: tokens left stand for tasks still ready,
 -- so idle workers are not woken for tasks a claim already took.
 local worker, queues, done_count = ARGV[1], tonumber(ARGV[4]), tonumber(ARGV[5])
+local results, first = tonumber(ARGV[6]), 8
 local wanted = tonumber(ARGV[3])
 local taken = {}
 -- The claim goes first: while a Cluster slot is being moved, a script may only touch
@@ -72,7 +78,7 @@ if wanted > 0 then
 end
 local lost = {}
 if done_count > 0 then
-  local ids = {unpack(ARGV, 6, 5 + done_count)}
+  local ids = {unpack(ARGV, first, first - 1 + done_count)}
   local holders = redis.call('hmget', KEYS[3], unpack(ids))
   local done, held = {}, {}
   for j, id in ipairs(ids) do
@@ -89,8 +95,19 @@ if done_count > 0 then
     redis.call('hdel', KEYS[1], unpack(done))
     redis.call('hdel', KEYS[4], unpack(done))
   end
-  for k = 6 + queues, #KEYS do
-    local owner = ARGV[5 + done_count + k - 5 - queues]
+  local at = first + done_count
+  for j = 0, results - 1 do
+    local id, key = ARGV[at + 2 * j], 6 + queues + 2 * j
+    if held[id] then
+      redis.call('set', KEYS[key], ARGV[at + 2 * j + 1], 'PX', ARGV[7])
+      -- A new list: an earlier run's is cleared by the requeue or enqueue that reused the id.
+      redis.call('rpush', KEYS[key + 1], 1)
+      redis.call('pexpire', KEYS[key + 1], ARGV[7])
+    end
+  end
+  local dedup = 6 + queues + 2 * results
+  for k = dedup, #KEYS do
+    local owner = ARGV[at + 2 * results + k - dedup]
     if held[owner] and redis.call('get', KEYS[k]) == owner then redis.call('del', KEYS[k]) end
   end
 end

@@ -143,21 +143,30 @@ def task_list(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpRespo
 def task(
     model_admin: "RedisPartsAdmin", request: HttpRequest, group: str, task_id: str
 ) -> HttpResponse:
+    """A task while it is queued or held, and its result (with the progress a running task
+    reports, hence live) while the result's TTL lasts."""
     queue = task_queue(group)
     try:
-        found = queue.get(task_id)
+        outcome = queue.result(task_id).info()
     except (RedisPartsError, ValueError) as exc:
         raise Http404(str(exc)) from exc
-    arguments = {"args": found.args, "kwargs": found.kwargs}
+    found = _find(queue, task_id)
+    if found is None and outcome.state == "PENDING":
+        raise Http404(f"no task {task_id!r} and no result of it")
+    arguments = {"args": found.args, "kwargs": found.kwargs} if found else None
     return model_admin.render(
         request,
         "task.html",
         {
-            "title": f"Task {found.name}",
+            "title": f"Task {found.name if found else outcome.name or task_id}",
             "group": queue.group,
+            "task_id": task_id,
             "task": found,
-            "arguments": json.dumps(arguments, indent=2, ensure_ascii=False),
+            "result": outcome,
+            "return_value": json.dumps(outcome.return_value, indent=2, ensure_ascii=False),
+            "arguments": json.dumps(arguments, indent=2, ensure_ascii=False) if found else "",
         },
+        live=not outcome.finished,
     )
 
 

@@ -9,6 +9,7 @@ a failed registry and quarantine, with at-least-once delivery.
     send_sold_email.enqueue(7, "sword", 120, 9)       # on commit inside a transaction
     send_sold_email.enqueue_in(30, 7, "sword", 120, 9)  # due in 30 s
     await send_sold_email.aenqueue(7, "sword", 120, 9)  # on asyncio: pushed at once
+    send_sold_email.enqueue(7, "sword", 120, 9).get(timeout=10)  # a Result; see results.py
 
 Run ``manage.py rp_worker email default`` (queues in priority order; ``--concurrency``,
 ``--pool``, ``--time-limit``) and ``manage.py rp_scheduler``. ``TaskQueue`` (queue.py)
@@ -22,32 +23,38 @@ from typing import Any
 
 from .queue import TaskInfo, TaskQueue, queue_groups
 from .registry import Task, get_task, registered_names, task
+from .results import Progress, Result, ResultInfo, aprogress, progress
 from .schedules import periodic
 from .worker import Scheduler, Worker
 
 __all__ = [
+    "Progress",
+    "Result",
+    "ResultInfo",
     "Scheduler",
     "Task",
     "TaskInfo",
     "TaskQueue",
     "Worker",
     "aenqueue",
+    "aprogress",
     "enqueue",
     "get_task",
     "periodic",
+    "progress",
     "queue_groups",
     "registered_names",
     "task",
 ]
 
 
-def enqueue(name: str, *, group: str | None = None, client: Any = None, **options: Any) -> str:
+def enqueue(name: str, *, group: str | None = None, client: Any = None, **options: Any) -> Result:
     """Enqueue a run of the task ``name`` in ``group``; ``options`` as ``TaskQueue.enqueue``."""
     return TaskQueue(group, client=client).enqueue(name, **options)
 
 
 async def aenqueue(
     name: str, *, group: str | None = None, client: Any = None, **options: Any
-) -> str:
+) -> Result:
     """The async twin of ``enqueue`` (``TaskQueue.aenqueue``: pushed at once)."""
     return await TaskQueue(group, client=client).aenqueue(name, **options)

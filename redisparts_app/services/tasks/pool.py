@@ -8,7 +8,9 @@ checked before and after each task as around a request (a connection that died o
 outlived CONN_MAX_AGE is replaced; test suites disconnect it as Django's do);
 ``async def`` functions run on an event loop of their own, and an exception becomes a
 retry (after QUEUE_RETRY_DELAY · 2^(retry - 1) seconds, capped at
-QUEUE_RETRY_MAX_DELAY) or a failure with its traceback.
+QUEUE_RETRY_MAX_DELAY) or a failure with its traceback. The run's outcome carries the
+task's result JSON (results.py), which the worker records with the acknowledgement; a
+task past its ``expires`` is not run.
 
 Time limits, in seconds:
 
@@ -32,6 +34,7 @@ import concurrent.futures
 import contextlib
 import ctypes
 import inspect
+import json
 import logging
 import multiprocessing
 import os
@@ -40,7 +43,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -50,6 +53,7 @@ from django.utils.module_loading import import_string
 
 from ...conf import app_settings
 from ...exceptions import SoftTimeLimitExceeded
+from . import results
 from .registry import get_task
 
 __all__ = [
@@ -84,14 +88,16 @@ class UnknownTask(Exception):
 
 @dataclass(frozen=True)
 class Outcome:
-    """How a run ended: ``done``, ``retry`` (payload: the updated record, after ``delay``
-    seconds) or ``fail`` (payload: the error), and how long it ran."""
+    """How a run ended: ``done``, ``expired`` (not run), ``retry`` (payload: the updated
+    record, after ``delay`` seconds) or ``fail`` (payload: the error), how long it ran,
+    and the result JSON to record with it (None: a retry, or no result kept)."""
 
     record: dict[str, Any]
     outcome: str
     payload: dict[str, Any] | None = None
     delay: float = 0.0
     seconds: float = 0.0
+    result: str | None = None
 
 
 def time_limits(record: dict[str, Any], soft: float | None, hard: float | None) -> tuple:
@@ -103,35 +109,93 @@ def time_limits(record: dict[str, Any], soft: float | None, hard: float | None) 
     return soft, hard
 
 
+def keeps_result(record: dict[str, Any]) -> bool:
+    """Whether the worker records a result for this task: an @task's unless it says
+    ``result=False`` (the Django Tasks backend keeps its own)."""
+    if record.get("kind", "task") != "task":
+        return False
+    registered = get_task(record["name"])
+    return registered is None or registered.result
+
+
 def run_task(record: dict[str, Any], worker_id: str, queue: Any) -> Outcome:
-    """Run one task record in this thread; never raises for the task's own errors."""
+    """Run one task record in this thread; never raises for the task's own errors.
+
+    A task past its ``expires_at`` (host clock) is not run: its outcome is ``expired``.
+    """
+    keep = keeps_result(record)
+    expires_at = record.get("expires_at")
+    if expires_at is not None and (now := time.time()) >= expires_at:
+        expired = results.encode(record, results.EXPIRED, worker_id, finished=now)
+        return Outcome(record, "expired", result=expired if keep else None)
     start = time.perf_counter()
+    run = results.Running(queue, record, worker_id, time.time(), keep)
     task_started.send(sender=Outcome, record=record)
     try:
-        _call(record, worker_id, queue)
+        with results.running(run):
+            value = _call(record, worker_id, queue)
+        # A value JSON cannot hold fails the task, as the Tasks backend's.
+        value_json = _ENCODER.encode(value) if keep else "null"
     except UnknownTask:
         name = record["name"]
         error = _error(f"unknown task name {name!r}: not registered in this worker")
-        return Outcome(record, "fail", error, 0.0, time.perf_counter() - start)
+        outcome = Outcome(record, "fail", error, 0.0, time.perf_counter() - start)
+        return _with_result(outcome, worker_id, run, f"{__name__}.UnknownTask")
     except Exception as exc:
-        outcome, payload, delay = failure(record, f"{type(exc).__name__}: {exc}")
-        return Outcome(record, outcome, payload, delay, time.perf_counter() - start)
+        outcome = Outcome(
+            record, *failure(record, f"{type(exc).__name__}: {exc}"), time.perf_counter() - start
+        )
+        path = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        return _with_result(outcome, worker_id, run, path, str(exc))
     finally:
         task_finished.send(sender=Outcome, record=record)
-    return Outcome(record, "done", None, 0.0, time.perf_counter() - start)
+    done = None
+    if keep:
+        done = results.encode(
+            record, results.SUCCESSFUL, worker_id, started=run.started, finished=time.time(),
+            value_json=value_json, progress=run.last,
+        )  # fmt: skip
+    return Outcome(record, "done", None, 0.0, time.perf_counter() - start, done)
 
 
-def _call(record: dict[str, Any], worker_id: str, queue: Any) -> None:
+# Return values as the result keeps them: compact, and no NaN (not JSON).
+_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+
+
+def _with_result(
+    outcome: Outcome,
+    worker_id: str,
+    run: "results.Running",
+    error_type: str,
+    message: str | None = None,
+) -> Outcome:
+    """``outcome`` with its FAILED result when it is a failure for good of a task that
+    keeps results (``message``: the error's, else what follows the type in the reason)."""
+    if outcome.outcome != "fail" or not run.keep:
+        return outcome
+    payload = outcome.payload or {}
+    if message is None:
+        message = payload.get("reason", "").partition(": ")[2] or payload.get("reason", "")
+    error = {"type": error_type, "message": message, "traceback": payload.get("traceback", "")}
+    failed = results.encode(
+        outcome.record, results.FAILED, worker_id, started=run.started, finished=time.time(),
+        error=error, progress=run.last,
+    )  # fmt: skip
+    return replace(outcome, result=failed)
+
+
+def _call(record: dict[str, Any], worker_id: str, queue: Any) -> Any:
     kind = record.get("kind", "task")
     if kind != "task":
         import_string(KIND_RUNNERS[kind])(record, worker_id, queue)
-        return
+        return None
     registered = get_task(record["name"])
     if registered is None:
         raise UnknownTask(record["name"])
     result = registered.func(*record["args"], **record["kwargs"])
     if inspect.isawaitable(result):
-        asyncio.run(_awaited(result))
+        return asyncio.run(_awaited(result))
+    return result
 
 
 async def _awaited(awaitable: Any) -> Any:
@@ -396,10 +460,12 @@ class PreforkPool(Pool):
         index = self._children.index(child)
         self._children[index] = self._spawn()
         logger.error("task %s (%s): %s", record["id"], record["name"], reason)
-        outcome, payload, delay = failure(record, reason)
-        return self._ended(
-            Outcome(record, outcome, payload, delay, time.monotonic() - child.started)
-        )
+        outcome = Outcome(record, *failure(record, reason), time.monotonic() - child.started)
+        started = time.time() - outcome.seconds
+        run = results.Running(self.queue, record, self.worker_id, started, keeps_result(record))
+        # No exception class: the reason's first word names what happened.
+        error_type = reason.partition(":")[0]
+        return self._ended(_with_result(outcome, self.worker_id, run, error_type))
 
     def close(self, *, kill: bool = False) -> None:
         for child in self._children:

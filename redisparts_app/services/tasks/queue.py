@@ -13,19 +13,21 @@ Keys, all ``<prefix>:queue:{<group>}:<role>``:
 - ``workers`` hash worker id → last heartbeat (ms, server clock), for the reaper
 - ``dedup:<key>`` string holding the id of the task that took the key, until that task is
   done or has failed for good (at most its TTL)
-- ``result:<id>`` Django Tasks result JSON (with a TTL; see tasks_backend.py)
+- ``result:<id>`` result JSON and ``done:<id>`` a token once the task ended, both with
+  a TTL (results.py; the Django Tasks backend keeps its results at the same key)
 
 Times passed in are seconds; scripts use the Redis server's clock (TIME), so
 hosts with skewed clocks agree on due times and lease deadlines.
 """
 
 import asyncio
+import datetime as dt
 import json
 import math
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from json.encoder import encode_basestring_ascii
@@ -39,6 +41,8 @@ from ...connection import get_redis, on_slot
 from ...exceptions import InvalidTask, TaskNotFound, TaskNotReplicated
 from ...keys import make_key, validate_key_part
 from .. import registry
+from . import results as results_module
+from .results import Result
 
 __all__ = [
     "TaskInfo",
@@ -339,12 +343,14 @@ _NO_OPTIONS = (None, None, 0.0, None)
 
 class PreparedPush(NamedTuple):
     """An enqueue checked and built, ready to send on either face: the script's KEYS and
-    ARGV, and (replicas, timeout in seconds) when the push waits for replicas."""
+    ARGV, (replicas, timeout in seconds) when the push waits for replicas, and the keys
+    of an earlier run's result to delete first (a task id given by the caller)."""
 
     task_id: str
     keys: tuple[str, ...]
     argv: list[Any]
     replicas: tuple[int, float] | None
+    stale: tuple[str, ...]
 
 
 # PreparedPush(...) without the Python __new__ a NamedTuple has.
@@ -396,6 +402,14 @@ class TaskQueue:
     def result_key(self, task_id: str) -> str:
         return make_key(COMPONENT, self.group, "result", validate_key_part(task_id, "task id"))
 
+    def done_key(self, task_id: str) -> str:
+        """The list a task's waiters block on (``results.py``)."""
+        return make_key(COMPONENT, self.group, "done", validate_key_part(task_id, "task id"))
+
+    def result(self, task_id: str) -> Result:
+        """The handle of the task ``task_id`` of this group, to read or wait for its result."""
+        return Result(validate_key_part(task_id, "task id"), self)
+
     # -- enqueue ----------------------------------------------------------------
 
     def enqueue(
@@ -414,8 +428,9 @@ class TaskQueue:
         task_id: str | None = None,
         wait_replicas: int | None = None,
         wait_timeout: float | None = None,
-    ) -> str:
-        """Enqueue a run of the task registered as ``name``; return its id.
+        expires: float | dt.datetime | None = None,
+    ) -> Result:
+        """Enqueue a run of the task registered as ``name``; return its ``Result`` (its id).
 
         ``delay`` seconds > 0 puts it in the delayed set for the scheduler; a delay ≤ 0
         (a due time already passed) makes it ready now.
@@ -433,15 +448,18 @@ class TaskQueue:
         task before this returns (Redis WAIT, up to ``wait_timeout`` seconds, default
         QUEUE_WAIT_TIMEOUT); fewer raise TaskNotReplicated, the task being stored on
         the master only.
+        ``expires``: seconds from now, or an aware datetime; a task no worker started by
+        then is not run, and its result says EXPIRED.
         """
         prepared = self._prepare(
             name, args, kwargs, queue, delay, max_retries, dedup_key, dedup_ttl,
             task_id, wait_replicas, wait_timeout, "task", False,
+            None if expires is None else results_module.check_expires(expires),
         )  # fmt: skip
         if on_commit and _in_atomic_block(using):
             transaction.on_commit(partial(self._send, prepared), using=using)
-            return prepared.task_id
-        return self._send(prepared)
+            return Result(prepared.task_id, self)
+        return Result(self._send(prepared), self)
 
     async def aenqueue(
         self,
@@ -457,7 +475,8 @@ class TaskQueue:
         task_id: str | None = None,
         wait_replicas: int | None = None,
         wait_timeout: float | None = None,
-    ) -> str:
+        expires: float | dt.datetime | None = None,
+    ) -> Result:
         """The async twin of ``enqueue``, on this queue's redis.asyncio client (the one
         given as ``client``, else ``get_async_redis()``): the same checks, record and
         script. It pushes at once: no database transaction spans an ``await`` (Django runs
@@ -465,8 +484,9 @@ class TaskQueue:
         prepared = self._prepare(
             name, args, kwargs, queue, delay, max_retries, dedup_key, dedup_ttl,
             task_id, wait_replicas, wait_timeout, "task", False,
+            None if expires is None else results_module.check_expires(expires),
         )  # fmt: skip
-        return await faces.arun(self._push(prepared), self.aclient)
+        return Result(await faces.arun(self._push(prepared), self.aclient), self)
 
     def _enqueue(
         self,
@@ -513,6 +533,7 @@ class TaskQueue:
         wait_timeout: float | None,
         kind: str,
         front: bool,
+        expires_at: float | None = None,
     ) -> "PreparedPush":
         """Check every argument of an enqueue and build its record and script call (both
         faces): InvalidTask / InvalidKeyPart before anything is sent.
@@ -547,12 +568,15 @@ class TaskQueue:
             or type(settings.QUEUE_WAIT_REPLICAS) is not int  # False: checked, and refused
             else _NO_OPTIONS
         )
+        stale: tuple[str, ...] = ()
         if task_id is None:
             task_id = new_task_id()
             id_json = f'"{task_id}"'  # hex digits need no escaping
         else:
             task_id = validate_key_part(task_id, "task id")
             id_json = json.dumps(task_id)
+            if kind == "task":  # the Tasks backend wrote this run's record already
+                stale = (self.result_key(task_id), self.done_key(task_id))
         now = time.time_ns() // 1000
         enqueued_at = _json_time(now)
         # "ready_at" is when it may run (the scheduler moves it then): a queue's backlog age
@@ -561,6 +585,8 @@ class TaskQueue:
         # are numbers and checked names.
         ready_at = _json_time(now + int(delay * 1_000_000)) if delay else enqueued_at
         dedup_member = f',"dedup":{json.dumps(dedup_key)}' if dedup_key is not None else ""
+        if expires_at is not None:  # host time, as enqueued_at; compared by the worker
+            dedup_member += f',"expires_at":{_json_time(int(expires_at * 1_000_000))}'
         body = (
             f'{{"id":{id_json},{head}{max_retries},"enqueued_at":{enqueued_at},'
             f'"ready_at":{ready_at},"kind":{_json_string(kind)}{dedup_member},{arguments}}}'
@@ -573,11 +599,15 @@ class TaskQueue:
             keys = (*keys, dedup)
         if delay_ms or dedup is not None or front:
             argv += [delay_ms, max(1, int(ttl * 1000)) if ttl else 1, 1 if front else 0]
-        return _new_tuple(PreparedPush, (task_id, keys, argv, replicas))
+        return _new_tuple(PreparedPush, (task_id, keys, argv, replicas, stale))
 
     def _push(self, prepared: "PreparedPush") -> faces.Steps[str]:
         """The core of a push: the enqueue script (with WAIT when replicas are awaited),
         then the group's registry note; return the id of the task holding the place."""
+        if prepared.stale:
+            # A reused id: an earlier run's result must not answer for this one. Before
+            # the push, so a worker cannot record the new run first.
+            yield faces.command("delete", *prepared.stale)
         script = faces.script("queue_enqueue", prepared.keys, prepared.argv)
         if prepared.replicas is None:
             reply = yield script
@@ -597,7 +627,7 @@ class TaskQueue:
         stepping the core: the script as the core sends it, then the registry's note
         only when it has something to send (``registry.recently_noted``)."""
         client = self.client
-        if prepared.replicas is not None:
+        if prepared.replicas is not None or prepared.stale:
             return faces.run(self._push(prepared), client)
         reply = lua.call(client, "queue_enqueue", prepared.keys, prepared.argv)
         if not registry.recently_noted(client, COMPONENT, self.group):
@@ -653,6 +683,7 @@ class TaskQueue:
         done: Sequence[dict[str, Any]] = (),
         *,
         wait: float = 0.0,
+        results: Mapping[str, str] | None = None,
     ) -> tuple[list[tuple[dict[str, Any], int]], list[str]]:
         """Record the ``done`` task records as done, then ``claim`` up to ``count`` tasks.
 
@@ -662,12 +693,20 @@ class TaskQueue:
         ``wait`` > 0: first block up to that many seconds (≥ 0.01) for a wake-up token,
         in the same round trip: the server runs the claim as soon as the token comes,
         so an idle worker gets its task one round trip after the enqueue.
+        ``results``: done task id -> its result JSON, written with its record as done.
         """
         keys = list(_claim_keys(app_settings.KEY_PREFIX, self.group, tuple(queues)))
+        results = results or {}
+        kept = [(r["id"], results[r["id"]]) for r in done if results.get(r["id"])]
+        for task_id, _ in kept:
+            keys += [self.result_key(task_id), self.done_key(task_id)]
         deduped = [record for record in done if record.get("dedup")]
         keys += [self.dedup_key(record["dedup"]) for record in deduped]
-        args = [worker_id, int(lease * 1000), count, len(queues), len(done)]
+        args = [worker_id, int(lease * 1000), count, len(queues), len(done), len(kept)]
+        args += [results_module.ttl_ms() if kept else 0]
         args += [record["id"] for record in done]
+        for pair in kept:
+            args += pair
         args += [record["id"] for record in deduped]
         if wait > 0:
             # A pipeline's commands run in order on the server: the script runs right
@@ -725,16 +764,22 @@ class TaskQueue:
         return {worker.decode(): int(ms) / 1000 for worker, ms in beats.items()}
 
     def acknowledge(
-        self, task_ids: Sequence[str], worker_id: str, *, records: Sequence[dict[str, Any]] = ()
+        self,
+        task_ids: Sequence[str],
+        worker_id: str,
+        *,
+        records: Sequence[dict[str, Any]] = (),
+        results: Mapping[str, str] | None = None,
     ) -> list[str]:
         """Record held tasks as done (``settle(..., "done")`` for many, in one round trip).
 
-        ``records``: the tasks' records, to release their de-duplication keys. Return
-        the ids ``worker_id`` no longer held (reaped or deleted), left as they are.
+        ``records``: the tasks' records, to release their de-duplication keys;
+        ``results``: id -> result JSON, written in the same step. Return the ids
+        ``worker_id`` no longer held (reaped or deleted), left as they are.
         """
         known = {record["id"]: record for record in records}
         done = [known.get(task_id, {"id": task_id}) for task_id in task_ids]
-        return self.claim_next([], worker_id, 0, 0, done)[1]
+        return self.claim_next([], worker_id, 0, 0, done, results=results)[1]
 
     def release(self, records: Sequence[dict[str, Any]], worker_id: str) -> int:
         """Put held tasks that were never started back at the head of their queues, in order.
@@ -755,11 +800,13 @@ class TaskQueue:
         delay: float = 0.0,
         *,
         dedup_key: str | None = None,
+        result: str | None = None,
     ) -> bool:
-        """Record ``done``, ``retry`` (payload: updated record, after ``delay`` s) or
-        ``fail`` (payload: error) for a held task; False when the lease was lost.
+        """Record ``done``, ``expired``, ``retry`` (payload: updated record, after ``delay``
+        s) or ``fail`` (payload: error) for a held task; False when the lease was lost.
 
-        ``dedup_key``: the task's de-duplication key part, released on done or fail.
+        ``dedup_key``: the task's de-duplication key part, released unless retried.
+        ``result``: the task's result JSON, written in the same step.
         """
         keys = [
             self.key(role)
@@ -768,9 +815,11 @@ class TaskQueue:
                 "delayed", "failed", "errors", "sched_wake",
             )
         ]  # fmt: skip
+        keys += [self.result_key(task_id), self.done_key(task_id)]
         if dedup_key:
             keys.append(self.dedup_key(dedup_key))
         argv = [task_id, worker_id, outcome, json.dumps(payload or {}), int(delay * 1000)]
+        argv += [result or "", results_module.ttl_ms()]
         return bool(lua.script(self.client, "queue_settle")(keys=keys, args=argv))
 
     def queue_names(self) -> list[str]:
@@ -874,7 +923,8 @@ class TaskQueue:
     # -- operations (admin) -----------------------------------------------------
 
     def requeue(self, task_id: str) -> None:
-        """Put a failed or quarantined task back at the tail of its queue, retries reset.
+        """Put a failed or quarantined task back at the tail of its queue, retries reset,
+        and clear its result (its waiters wait for the new run).
 
         Raise TaskNotFound when it is in neither registry.
         """
@@ -888,6 +938,9 @@ class TaskQueue:
             self.key(role) for role in ("tasks", "failed", "quarantine", "errors", "deliveries")
         ]
         keys += [self.queue_key(record["queue"]), self.key("wake")]
+        keys.append(self.done_key(task_id))
+        if record.get("kind", "task") == "task":  # the Tasks backend's run reads its own
+            keys.append(self.result_key(task_id))
         requeued = lua.script(self.client, "queue_requeue")(
             keys=keys, args=[task_id, json.dumps(record, separators=(",", ":")), WAKE_CAP]
         )

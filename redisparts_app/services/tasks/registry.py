@@ -11,6 +11,7 @@ from typing import Any
 from ...exceptions import InvalidTask
 from ...keys import validate_key_part
 from .queue import TaskQueue, check_count, validate_task_name
+from .results import Result, check_expires
 
 __all__ = [
     "Task",
@@ -33,56 +34,69 @@ class Task:
     max_retries: int | None
     soft_time_limit: float | None = None
     time_limit: float | None = None
+    result: bool = True
+    expires: float | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
 
-    def enqueue(self, *args: Any, **kwargs: Any) -> str:
+    def enqueue(self, *args: Any, **kwargs: Any) -> Result:
         """Enqueue a run with these arguments now (on commit inside a transaction)."""
         return self.enqueue_with(args=args, kwargs=kwargs)
 
-    def enqueue_in(self, delay: float, *args: Any, **kwargs: Any) -> str:
+    def enqueue_in(self, delay: float, *args: Any, **kwargs: Any) -> Result:
         """Enqueue a run due ``delay`` seconds from now (Redis server time)."""
         return self.enqueue_with(args=args, kwargs=kwargs, delay=delay)
 
-    async def aenqueue(self, *args: Any, **kwargs: Any) -> str:
+    async def aenqueue(self, *args: Any, **kwargs: Any) -> Result:
         """The async twin of ``enqueue`` (``TaskQueue.aenqueue``: pushed at once)."""
         return await self.aenqueue_with(args=args, kwargs=kwargs)
 
-    async def aenqueue_in(self, delay: float, *args: Any, **kwargs: Any) -> str:
+    async def aenqueue_in(self, delay: float, *args: Any, **kwargs: Any) -> Result:
         """The async twin of ``enqueue_in``."""
         return await self.aenqueue_with(args=args, kwargs=kwargs, delay=delay)
 
     async def aenqueue_with(
         self, *, args: Any = (), kwargs: dict[str, Any] | None = None, **options: Any
-    ) -> str:
+    ) -> Result:
         """The async twin of ``enqueue_with`` (``client``: a redis.asyncio client)."""
         client = options.pop("client", None)
-        return await TaskQueue(self.group, client=client).aenqueue(
-            self.name,
-            args=args,
-            kwargs=kwargs,
-            queue=self.queue,
-            max_retries=self.max_retries,
-            **options,
+        options.setdefault("expires", self.expires)
+        return self._handle(
+            await TaskQueue(self.group, client=client).aenqueue(
+                self.name,
+                args=args,
+                kwargs=kwargs,
+                queue=self.queue,
+                max_retries=self.max_retries,
+                **options,
+            )
         )
 
     def enqueue_with(
         self, *, args: Any = (), kwargs: dict[str, Any] | None = None, **options: Any
-    ) -> str:
-        """Enqueue with options of ``TaskQueue.enqueue`` (delay, dedup_key, on_commit, client).
+    ) -> Result:
+        """Enqueue with options of ``TaskQueue.enqueue`` (delay, dedup_key, on_commit,
+        expires, client).
 
-        Return the task id (for a duplicate, the id of the task already queued).
+        Return its Result, the task id (for a duplicate, that of the task already queued).
         """
         client = options.pop("client", None)
-        return TaskQueue(self.group, client=client).enqueue(
-            self.name,
-            args=args,
-            kwargs=kwargs,
-            queue=self.queue,
-            max_retries=self.max_retries,
-            **options,
+        options.setdefault("expires", self.expires)
+        return self._handle(
+            TaskQueue(self.group, client=client).enqueue(
+                self.name,
+                args=args,
+                kwargs=kwargs,
+                queue=self.queue,
+                max_retries=self.max_retries,
+                **options,
+            )
         )
+
+    def _handle(self, result: Result) -> Result:
+        # A task that keeps no result gets a handle that says so rather than wait.
+        return result if self.result else Result(result, result.queue, keep=False)
 
 
 def task(
@@ -93,13 +107,18 @@ def task(
     max_retries: int | None = None,
     soft_time_limit: float | None = None,
     time_limit: float | None = None,
+    result: bool = True,
+    expires: float | None = None,
 ) -> Callable[[Callable[..., Any]], Task]:
     """Register the decorated function (plain or ``async def``) as a task; return its ``Task``.
 
     ``name`` defaults to ``module.qualname``; ``max_retries`` to
     REDISPARTS["QUEUE_MAX_RETRIES"]; ``group`` to REDISPARTS["QUEUE_GROUP"].
     ``soft_time_limit`` / ``time_limit``: seconds, overriding the worker's defaults
-    (see ``pool.py``). Registering another function under a taken name raises InvalidTask.
+    (see ``pool.py``). ``result=False``: fire and forget, no result is recorded.
+    ``expires``: seconds after each enqueue past which a run not started is dropped
+    (recorded EXPIRED); an enqueue's own ``expires=`` wins. Registering another function
+    under a taken name raises InvalidTask.
     """
     validate_key_part(queue, "queue")
     if group is not None:
@@ -108,6 +127,12 @@ def task(
         check_count(max_retries, "max_retries")
     soft_time_limit = check_limit(soft_time_limit, "soft_time_limit")
     time_limit = check_limit(time_limit, "time_limit")
+    if not isinstance(result, bool):
+        raise InvalidTask(f"result must be True or False, got {result!r}")
+    if expires is not None:
+        if not isinstance(expires, int | float) or isinstance(expires, bool):
+            raise InvalidTask(f"@task expires must be seconds > 0, got {expires!r}")
+        check_expires(expires)
 
     def register(func: Callable[..., Any]) -> Task:
         task_name = validate_task_name(name or f"{func.__module__}.{func.__qualname__}")
@@ -116,7 +141,10 @@ def task(
             raise InvalidTask(
                 f"task name {task_name!r} is already registered for {_path(existing.func)}"
             )
-        registered = Task(func, task_name, queue, group, max_retries, soft_time_limit, time_limit)
+        registered = Task(
+            func, task_name, queue, group, max_retries, soft_time_limit, time_limit,
+            result, None if expires is None else float(expires),
+        )  # fmt: skip
         _registry[task_name] = registered
         return registered
 

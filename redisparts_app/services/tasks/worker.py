@@ -9,6 +9,9 @@ gets the next ready task while another runs a slow one. A SIGKILL therefore re-r
 at most ``concurrency`` tasks: those running, or ended and not yet recorded;
 prefetched tasks that never started go back to other workers without having run.
 
+The script that records a task done (or failed, or expired) also writes its result
+(results.py), so the two never part.
+
 A heartbeat thread beats every QUEUE_HEARTBEAT seconds (every third of the lease if
 shorter), recording the worker alive and extending its tasks' leases; the reaper (in
 every worker every ``maintenance_interval`` seconds, and in the scheduler at least every
@@ -211,6 +214,8 @@ class Worker(_Stoppable):
         # Task id -> its delivery count, for the log line of a retry or failure.
         self._deliveries: dict[str, int] = {}
         self._pool: Pool | None = None
+        # Done task id -> its result JSON, until recorded with the task's acknowledgement.
+        self._results: dict[str, str] = {}
 
     def run(self, *, burst: bool = False, max_tasks: int | None = None) -> int:
         """Run tasks until stopped; return how many ended.
@@ -271,6 +276,8 @@ class Worker(_Stoppable):
                                 self._record_periodic(outcome)
                             if outcome.outcome == "done":
                                 done.append(outcome.record)
+                                if outcome.result is not None:
+                                    self._results[outcome.record["id"]] = outcome.result
                             else:
                                 ended += 1
                                 self._report(self._record(outcome))
@@ -303,7 +310,7 @@ class Worker(_Stoppable):
             if wait:  # it was cut short for the maintenance just done
                 wait = self._idle()
         jobs, lost = self.queue.claim_next(
-            self.queues, self.worker_id, self.lease, count, done, wait=wait
+            self.queues, self.worker_id, self.lease, count, done, wait=wait, results=self._results
         )
         self._held.update(record["id"] for record, _ in jobs)
         return jobs, lost
@@ -334,6 +341,7 @@ class Worker(_Stoppable):
     def _report_done(self, done: list[dict[str, Any]], lost: Sequence[str] | set[str]) -> None:
         for record in done:
             self._deliveries.pop(record["id"], None)
+            self._results.pop(record["id"], None)
             if record["id"] in lost:
                 logger.warning("task %s: lease lost before recording done", record["id"])
                 self._report("lost")
@@ -352,6 +360,7 @@ class Worker(_Stoppable):
                 outcome.payload,
                 outcome.delay,
                 dedup_key=record.get("dedup"),
+                result=outcome.result,
             ),
             f"task {task_id}",
         )
@@ -385,7 +394,9 @@ class Worker(_Stoppable):
         while Redis is away: they run again, at least once)."""
         ids = [record["id"] for record in records]
         lost = self._until_recorded(
-            lambda: self.queue.acknowledge(ids, self.worker_id, records=records),
+            lambda: self.queue.acknowledge(
+                ids, self.worker_id, records=records, results=self._results
+            ),
             f"{len(ids)} task(s)",
         )
         return ids if lost is None else lost
