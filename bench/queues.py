@@ -132,7 +132,9 @@ def wait_for(jobs: int) -> None:
 
 def redisparts_side(url: str):
     if get_task(TASK_NAME) is None:
-        task(name=TASK_NAME, queue=QUEUE, max_retries=0)(job)
+        # No result kept, as the peers keep none of a job that returns nothing (Celery
+        # without a result backend, Huey's store_none=False); results have their bench.
+        task(name=TASK_NAME, queue=QUEUE, max_retries=0, result=False)(job)
     queue = TaskQueue(GROUP, client=redis.Redis.from_url(url))
 
     def enqueue(index: int, seconds: float = 0.0) -> None:
