@@ -133,7 +133,7 @@ def wait_for(jobs: int) -> None:
 def redisparts_side(url: str):
     if get_task(TASK_NAME) is None:
         # No result kept, as the peers keep none of a job that returns nothing (Celery
-        # without a result backend, Huey's store_none=False); results have their bench.
+        # without a result backend, Huey's store_none=False), so all do the same work.
         task(name=TASK_NAME, queue=QUEUE, max_retries=0, result=False)(job)
     queue = TaskQueue(GROUP, client=redis.Redis.from_url(url))
 
