@@ -3,14 +3,18 @@
 Import: ``from redisparts_app.checks import check_settings, check_servers``.
 
 Ids: E001 unknown or malformed settings, E002 bad KEY_PREFIX, E003 bad
-connection entry, E004 server too old, E005 bad EMBEDDED entry; W001 server
-unreachable (a warning, so the site can still start and answer its 503 page).
+connection entry, E004 server too old, E005 bad EMBEDDED entry, E006 TLS
+refused (the server's certificate not trusted, or ours refused), E007 login
+refused (user or password); W001 server unreachable (a warning, so the site can
+still start and answer its 503 page).
 """
 
 import re
+import ssl
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
+import redis
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
@@ -19,6 +23,7 @@ from .connection import config_problems, get_redis
 from .keys import validate_key_part
 
 __all__ = [
+    "Probe",
     "check_servers",
     "check_settings",
     "probe",
@@ -83,8 +88,13 @@ def check_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     for alias, config in connections.items():
         if config_problems(config):
             continue  # already reported by check_settings
-        version, error = probe(alias, float(app_settings.CHECK_TIMEOUT))
-        if error is not None:
+        version, error, kind = probe(alias, float(app_settings.CHECK_TIMEOUT))
+        if kind in _REFUSALS:
+            text, hint, check_id = _REFUSALS[kind]
+            messages.append(
+                Error(f"Redis connection {alias!r}: {text}: {error}", hint=hint, id=check_id)
+            )
+        elif error is not None:
             messages.append(
                 Warning(
                     f"Redis connection {alias!r} is unreachable: {error}",
@@ -222,7 +232,45 @@ def _embedded_errors() -> list[CheckMessage]:
     ]
 
 
-def probe(alias: str, timeout: float) -> tuple[tuple[int, ...], str | None]:
+# Errors that are no outage but settings to fix: (what, hint, id) by Probe.kind.
+_REFUSALS = {
+    "tls": (
+        "TLS handshake refused, a certificate problem",
+        "Check OPTIONS ssl_ca_certs (the CA that signed the server's certificate; for "
+        "django-redis, CONNECTION_POOL_KWARGS) and, if the server asks for one, the "
+        "client certificate ssl_certfile and ssl_keyfile. See docs/howto/security.md.",
+        "redisparts.E006",
+    ),
+    "auth": (
+        "login refused",
+        "Check the user and password of the connection (in the URL or OPTIONS username "
+        "and password) and that the ACL user is on; python manage.py rp_acl prints its rules.",
+        "redisparts.E007",
+    ),
+}
+
+
+class Probe(NamedTuple):
+    """What probe() found: the server's version, or an error and its kind ("tls": a
+    certificate problem, "auth": login refused, "unreachable": anything else)."""
+
+    version: tuple[int, ...]
+    error: str | None
+    kind: str | None
+
+
+def _kind(exc: BaseException) -> str:
+    if isinstance(exc, redis.AuthenticationError):
+        return "auth"
+    # redis-py wraps the ssl module's error in its ConnectionError.
+    while exc is not None:
+        if isinstance(exc, ssl.SSLError):
+            return "tls"
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return "unreachable"
+
+
+def probe(alias: str, timeout: float) -> Probe:
     """Ping ``alias`` and read its version, giving up after ``timeout`` seconds."""
     result: dict[str, Any] = {}
 
@@ -236,10 +284,11 @@ def probe(alias: str, timeout: float) -> tuple[tuple[int, ...], str | None]:
             result["version"] = tuple(int(p) for p in str(info["redis_version"]).split(".")[:3])
         except Exception as exc:  # reported as the check's message, not hidden
             result["error"] = f"{type(exc).__name__}: {exc}"
+            result["kind"] = _kind(exc)
 
     thread = threading.Thread(target=run, daemon=True, name=f"redisparts-check-{alias}")
     thread.start()
     thread.join(timeout)
     if thread.is_alive():
-        return (), f"no answer within {timeout:g}s"
-    return result.get("version", ()), result.get("error")
+        return Probe((), f"no answer within {timeout:g}s", "unreachable")
+    return Probe(result.get("version", ()), result.get("error"), result.get("kind"))
