@@ -52,13 +52,14 @@ BASE = Component(
     commands=(
         # the handshake redis-py sends (AUTH and HELLO are always allowed)
         "ping", "select", "client|setinfo", "client|setname", "echo",
-        # scripts: EVALSHA, and SCRIPT LOAD when the server lost them
-        "evalsha", "script|load",
+        # scripts: EVALSHA, SCRIPT LOAD when the server lost them, SCRIPT EXISTS
+        # before a pipeline of them (redis-py)
+        "evalsha", "script|load", "script|exists",
         "multi", "exec", "discard", "watch", "unwatch",
         # the system check's version probe; server time for every clock in Redis
         "info", "time",
-        # SCAN only in maintenance (listing what a registry misses)
-        "scan",
+        # SCAN only in maintenance: rp_registry rebuilds the registries (DBSIZE: its progress)
+        "scan", "dbsize",
         # the name registry (services.registry)
         "zadd", "zrange", "zrangebyscore", "zrem", "zscore", "exists",
         # a Redis Cluster client reads the topology, follows ASK, reads replicas
@@ -93,7 +94,7 @@ COMPONENTS: dict[str, Component] = {
     "files": Component(
         keys=("files",),
         scripts=("files_done",),
-        commands=("del", "exists", "getrange", "set", "strlen"),
+        commands=("del", "exists", "getrange", "set"),
         uses=("chat",),
     ),
     "geoip": Component(
@@ -129,9 +130,9 @@ COMPONENTS: dict[str, Component] = {
     ),
     "persistence": Component(
         keys=("persist",),
-        # the status and backup commands; WAIT/WAITAOF for wait_for_sync
-        commands=("bgsave", "lastsave", "config|get", "del", "exists", "set", "unlink",
-                  "wait", "waitaof", "role"),
+        # the status and backup commands (the RDB file's path: CONFIG GET dir, dbfilename);
+        # WAIT and WAITAOF for wait_for_sync, with a marker key
+        commands=("bgsave", "config|get", "del", "exists", "set", "wait", "waitaof"),
     ),
     "presence": Component(
         keys=("presence",),
@@ -144,12 +145,11 @@ COMPONENTS: dict[str, Component] = {
         keys=("semaphore",),
         scripts=("semaphore_acquire", "semaphore_holders", "semaphore_refresh",
                  "semaphore_release"),
-        commands=("blpop", "hget", "zcount"),
+        commands=("blpop", "hget"),
     ),
     "sessions": Component(
         keys=("session",),
-        commands=("hset", "hget", "zadd", "zremrangebyrank", "expire", "zincrby", "zrange",
-                  "zcard", "zrem", "hdel", "del"),
+        commands=("hset", "zadd", "zremrangebyrank", "expire", "zincrby"),
     ),
     "stats": Component(
         keys=("stats", "stats_rank"),
