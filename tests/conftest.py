@@ -128,9 +128,11 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 @pytest.fixture(scope="session")
-def _session_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, redis.Redis]]:
+def _session_redis(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, str, redis.Redis]]:
     """The session's Redis, a server started here or the external one: the app's URL,
-    and an admin client (the default user) for the fixtures."""
+    the admin's (the default user) and an admin client for the fixtures."""
     external = os.environ.get(EXTERNAL_URL_ENV)
     if external:
         client = redis.Redis.from_url(external)
@@ -140,19 +142,26 @@ def _session_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[s
                 "their database, so point it at an empty one",
                 returncode=3,
             )
-        yield external, client
+        yield external, external, client
         client.close()
         return
     server = RedisServer(tmp_path_factory.mktemp("redis"), unix_socket=True).start()
     with server.client() as admin:
-        yield server.url, admin
+        yield server.url, server.admin_url, admin
     server.stop()
 
 
 @pytest.fixture(scope="session")
-def redis_url(_session_redis: tuple[str, redis.Redis]) -> str:
+def redis_url(_session_redis: tuple[str, str, redis.Redis]) -> str:
     """URL of the session's Redis, as the services log in to it."""
     return _session_redis[0]
+
+
+@pytest.fixture(scope="session")
+def redis_admin_url(_session_redis: tuple[str, str, redis.Redis]) -> str:
+    """URL of the session's Redis as the admin (the default user), for tests of redis-py's
+    own behaviour that need admin commands under REDISPARTS_TEST_ACL."""
+    return _session_redis[1]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -220,12 +229,14 @@ def redis_backend(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture
 def redis_admin(
-    request: pytest.FixtureRequest, _session_redis: tuple[str, redis.Redis], redis_backend: str
+    request: pytest.FixtureRequest,
+    _session_redis: tuple[str, str, redis.Redis],
+    redis_backend: str,
 ) -> Any:
     """An admin client of the test's server or cluster, for commands the services'
     ACL user lacks (FLUSHDB, CONFIG, DEBUG...). On the cluster a RedisCluster client."""
     if redis_backend != "cluster":
-        return _session_redis[1]
+        return _session_redis[2]
     return request.getfixturevalue("_cluster_admin")
 
 

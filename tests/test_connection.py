@@ -91,11 +91,11 @@ def test_a_blocking_pools_client_has_a_twin_on_a_pool_of_its_own(redis_server_fa
         bounded = redis.asyncio.Redis(connection_pool=pool)
         twin = blocking_twin(bounded)
         assert twin is blocking_twin(bounded)
-        waiting = asyncio.ensure_future(bounded.blpop(["wake"], timeout=5))
+        waiting = asyncio.ensure_future(bounded.blpop(["test:wake"], timeout=5))
         await asyncio.sleep(0.2)  # the bounded pool's only connection is in that BLPOP
-        assert await asyncio.wait_for(twin.blpop(["nothing"], timeout=0.01), 1) is None
-        await twin.lpush("wake", "1")
-        assert list(await waiting) == [b"wake", b"1"]
+        assert await asyncio.wait_for(twin.blpop(["test:nothing"], timeout=0.01), 1) is None
+        await twin.lpush("test:wake", "1")
+        assert list(await waiting) == [b"test:wake", b"1"]
         plain = redis.asyncio.Redis.from_url(server.url)  # a pool that never makes one wait
         assert blocking_twin(plain) is plain
         for client in (twin, bounded, plain):

@@ -151,14 +151,15 @@ def test_calls_beyond_a_cluster_clients_connections_wait_their_turn(redis_cluste
         box = Mailbox("bob")
         await asyncio.gather(*(box.asend("ann", f"note {n}", "body") for n in range(200)))
 
+    admin = redis_cluster.client()  # FLUSHDB is an admin's (REDISPARTS_TEST_ACL)
     with override_settings(REDISPARTS={"CONNECTIONS": {"default": entry}}):
-        client = get_redis()
-        client.flushdb()
+        admin.flushdb()
         try:
             run(send_all())  # without turns: MaxConnectionsError
             assert Mailbox("bob").unread_count() == 200
         finally:
-            client.flushdb()
+            admin.flushdb()
+            admin.close()
 
 
 # Coroutines holding the lock in turn.
@@ -289,9 +290,10 @@ def test_concurrent_calls_share_one_connection_and_get_their_own_replies(redis_u
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_replies_have_the_shapes_of_redis_pys_own_client(redis_url, protocol):
+def test_replies_have_the_shapes_of_redis_pys_own_client(redis_admin_url, protocol):
     """Each reply type of the protocol (maps, sets, doubles, nulls, errors) read through
     the client's own callbacks: the shared connection answers as redis-py's does."""
+    redis_url = redis_admin_url  # CONFIG GET and FLUSHDB: an admin's (REDISPARTS_TEST_ACL)
 
     async def calls(client):
         script = "return {1, 'two', {3}}"

@@ -245,6 +245,14 @@ class RedisServer:
         """The URL the app connects with: as the app's ACL user under REDISPARTS_TEST_ACL,
         with the TLS files as query arguments on a TLS server."""
         login = f"{ACL_USER}:{ACL_PASSWORD}@" if self.has_app_user and acl_enabled() else ""
+        return self._url(login)
+
+    @property
+    def admin_url(self) -> str:
+        """The URL of the default user, an admin, as ``client()`` connects."""
+        return self._url("")
+
+    def _url(self, login: str) -> str:
         if self.socket is not None:
             return f"unix://{login}{self.socket}?db=0"
         if self.tls is not None:
