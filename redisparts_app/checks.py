@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
 from .conf import DEFAULTS, app_settings
-from .connection import config_problems, get_redis
+from .connection import config_problems, get_redis, is_cluster
 from .keys import validate_key_part
 
 __all__ = [
@@ -259,15 +259,28 @@ class Probe(NamedTuple):
     kind: str | None
 
 
-def _kind(exc: BaseException) -> str:
+def _kind(exc: BaseException, tls: bool) -> str:
+    """The kind of a probe's error; ``tls``: the client connects over TLS."""
     if isinstance(exc, redis.AuthenticationError):
         return "auth"
-    # redis-py wraps the ssl module's error in its ConnectionError.
-    while exc is not None:
-        if isinstance(exc, ssl.SSLError):
+    # redis-py wraps the ssl module's error in its ConnectionError. In TLS 1.3 a server
+    # checks the client's certificate after the handshake, and its refusal may reach the
+    # client as a plain reset of the connection rather than as the TLS alert.
+    refusals = (ssl.SSLError, ConnectionResetError, BrokenPipeError) if tls else ssl.SSLError
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, refusals):
             return "tls"
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        cause = cause.__cause__ or cause.__context__
     return "unreachable"
+
+
+def _uses_tls(client: Any) -> bool:
+    kwargs = client.nodes_manager.connection_kwargs if is_cluster(client) else {}
+    kind = kwargs.get("connection_class") or getattr(
+        client.connection_pool, "connection_class", None
+    )
+    return isinstance(kind, type) and issubclass(kind, redis.connection.SSLConnection)
 
 
 def probe(alias: str, timeout: float) -> Probe:
@@ -275,6 +288,7 @@ def probe(alias: str, timeout: float) -> Probe:
     result: dict[str, Any] = {}
 
     def run() -> None:
+        client = None
         try:
             client = get_redis(alias)
             client.ping()
@@ -284,7 +298,7 @@ def probe(alias: str, timeout: float) -> Probe:
             result["version"] = tuple(int(p) for p in str(info["redis_version"]).split(".")[:3])
         except Exception as exc:  # reported as the check's message, not hidden
             result["error"] = f"{type(exc).__name__}: {exc}"
-            result["kind"] = _kind(exc)
+            result["kind"] = _kind(exc, client is not None and _uses_tls(client))
 
     thread = threading.Thread(target=run, daemon=True, name=f"redisparts-check-{alias}")
     thread.start()

@@ -210,3 +210,11 @@ def test_the_check_command_stops_on_a_wrong_ca_with_the_message(tls_server, cert
     assert "redisparts.E006" in done.stderr
     assert "certificate verify failed" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_stopped_tls_server_is_unreachable_not_a_certificate_error(binary, certs, tmp_path):
+    server = RedisServer(tmp_path / "gone", binary=binary, tls=tls_files(certs)).start()
+    server.stop()
+    with override_settings(REDISPARTS={"CONNECTIONS": {"default": server.url}}):
+        messages = check_servers()
+    assert [message.id for message in messages] == ["redisparts.W001"]
