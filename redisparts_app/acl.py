@@ -160,9 +160,9 @@ COMPONENTS: dict[str, Component] = {
         keys=("queue",),
         scripts=("queue_delete", "queue_dequeue", "queue_enqueue", "queue_extend", "queue_reap",
                  "queue_release", "queue_requeue", "queue_schedule", "queue_settle",
-                 "periodic_fire"),
-        commands=("blpop", "del", "get", "hdel", "hget", "hgetall", "hmget", "llen", "lrange",
-                  "set", "smembers", "wait", "zcard", "zrange"),
+                 "periodic_fire", "result_progress"),
+        commands=("blmove", "blpop", "del", "get", "hdel", "hget", "hgetall", "hmget", "llen",
+                  "lrange", "set", "smembers", "wait", "zcard", "zrange"),
         uses=("locks",),
     ),
 }  # fmt: skip
