@@ -70,6 +70,8 @@ test: $(STAMP) $(STAMPN) $(AXE)
 	@echo "== the pinned set"
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest tests/demo --ds=tests.demo.settings -m "not slow" $(PYTEST_ARGS)
+	@echo "== the pinned set on Valkey 8 as a user holding only rp_acl's rules (security.md)"
+	REDISPARTS_TEST_ACL=1 REDISPARTS_TEST_SERVER=valkey8 $(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # Every server with every client, and every Django x Python x redis-py pair (noxfile.py);
 # not part of make test. pyenv's interpreters are found by their folders, not its shims.

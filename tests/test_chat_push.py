@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.test import override_settings
 
-from redisparts_app.connection import get_redis, slot_client
+from redisparts_app.connection import slot_client
 from redisparts_app.exceptions import (
     ChatNotFound,
     ChatPushGap,
@@ -200,7 +200,8 @@ def test_async_reader_resumes_and_raises_like_the_sync_one(redis_client):
 
 def test_async_readers_of_a_chat_share_one_blocking_read(redis_client):
     chat = create_chat("ann", [f"m{n}" for n in range(200)], "first")
-    server = slot_client(get_redis(), chat_keys(chat)["push"])
+    # The test's client, an admin under REDISPARTS_TEST_ACL: INFO and CONFIG RESETSTAT.
+    server = slot_client(redis_client, chat_keys(chat)["push"])
 
     async def scenario():
         readers = [

@@ -317,9 +317,9 @@ def test_component_client_follows_its_config(redis_client, redis_server_factory,
     clock = Clock()
     svc.set_config("redis", "logs", {"url": other.url, "socket_timeout": 5})
     first = svc.component_client("logs", clock=clock)
-    awaited(face, first.set("where", "other"))
-    assert other.client().get("where") == b"other"
-    assert redis_client.get("where") is None
+    awaited(face, first.set("test:where", "other"))
+    assert other.client().get("test:where") == b"other"
+    assert redis_client.get("test:where") is None
     assert svc.component_client("logs", clock=clock) is first  # cached while unchanged
     moved = redis_server_factory()
     redis_client.set(
@@ -330,8 +330,8 @@ def test_component_client_follows_its_config(redis_client, redis_server_factory,
     clock.now += 0.5
     second = svc.component_client("logs", clock=clock)
     assert second is not first
-    awaited(face, second.set("where", "moved"))
-    assert moved.client().get("where") == b"moved"
+    awaited(face, second.set("test:where", "moved"))
+    assert moved.client().get("test:where") == b"moved"
 
 
 def test_redis_connection_decorator_passes_the_component_client(redis_server_factory, svc, face):
@@ -349,9 +349,9 @@ def test_redis_connection_decorator_passes_the_component_client(redis_server_fac
         def record(conn, name: str) -> int:
             return conn.incr(name)
 
-    assert awaited(face, record("hits")) == 1
-    assert awaited(face, record("hits")) == 2
-    assert other.client().get("hits") == b"2"
+    assert awaited(face, record("test:hits")) == 1
+    assert awaited(face, record("test:hits")) == 2
+    assert other.client().get("test:hits") == b"2"
     assert record.__name__ == "record"
 
 

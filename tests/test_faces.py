@@ -40,13 +40,13 @@ def test_one_async_client_per_event_loop_and_alias(redis_client):
     async def clients():
         first = get_async_redis()
         assert get_async_redis("default") is first
-        await first.set("face", "async")
+        await first.set("test:face", "async")
         return first
 
     one, other = run(clients()), run(clients())
     assert one is not other  # a connection belongs to the loop that opened it
     assert isinstance(one, redis.asyncio.Redis)
-    assert redis_client.get("face") == b"async"
+    assert redis_client.get("test:face") == b"async"
 
 
 def test_outside_an_event_loop_there_is_no_async_client():
@@ -68,12 +68,12 @@ def test_a_url_entry_gives_an_async_client_of_its_server(redis_server_factory, u
     connections = {"default": {"CACHE": "default"}, "extra": {"URL": server.url}}
 
     async def write():
-        await get_async_redis("extra").set("where", "extra")
+        await get_async_redis("extra").set("test:where", "extra")
 
     with override_settings(REDISPARTS={"CONNECTIONS": connections}):
         run(write())
-    assert server.client().get("where") == b"extra"
-    assert get_redis().get("where") is None
+    assert server.client().get("test:where") == b"extra"
+    assert get_redis().get("test:where") is None
 
 
 @pytest.mark.parametrize("entry", ["URL", "CACHE"])
@@ -101,18 +101,20 @@ def test_the_blocking_client_outwaits_the_socket_timeout_and_holds_no_pooled_con
         assert blocking is get_async_redis(blocking=True)
         assert blocking is not get_async_redis()
         reads = [
-            asyncio.ensure_future(blocking.execute_command("BLPOP", f"wake{n}", 1))
+            asyncio.ensure_future(blocking.execute_command("BLPOP", f"test:wake{n}", 1))
             for n in range(5)
         ]
         await asyncio.sleep(0.5)  # past the entry's socket timeout: the reads still wait
         plain = get_async_redis()
         for n in range(5):  # the bounded client is not held up by the five waiting reads
-            await plain.rpush(f"wake{n}", "go")
+            await plain.rpush(f"test:wake{n}", "go")
         return await asyncio.gather(*reads)
 
     with override_settings(REDISPARTS={"CONNECTIONS": connections}, CACHES=caches):
         replies = run(wait_and_write())
-    assert [list(reply) for reply in replies] == [[f"wake{n}".encode(), b"go"] for n in range(5)]
+    assert [list(reply) for reply in replies] == [
+        [f"test:wake{n}".encode(), b"go"] for n in range(5)
+    ]
 
 
 def test_a_service_given_an_async_client_uses_it(redis_server_factory, redis_client):
@@ -149,14 +151,15 @@ def test_calls_beyond_a_cluster_clients_connections_wait_their_turn(redis_cluste
         box = Mailbox("bob")
         await asyncio.gather(*(box.asend("ann", f"note {n}", "body") for n in range(200)))
 
+    admin = redis_cluster.client()  # FLUSHDB is an admin's (REDISPARTS_TEST_ACL)
     with override_settings(REDISPARTS={"CONNECTIONS": {"default": entry}}):
-        client = get_redis()
-        client.flushdb()
+        admin.flushdb()
         try:
             run(send_all())  # without turns: MaxConnectionsError
             assert Mailbox("bob").unread_count() == 200
         finally:
-            client.flushdb()
+            admin.flushdb()
+            admin.close()
 
 
 # Coroutines holding the lock in turn.
@@ -166,9 +169,9 @@ COROUTINES = 10
 async def _increment_under_lock(client, rounds: int, log: list) -> None:
     for _ in range(rounds):
         async with Lock("counter", ttl=5, timeout=30) as lock:
-            value = int(await client.get("counter") or 0)  # read-modify-write
+            value = int(await client.get("test:counter") or 0)  # read-modify-write
             await asyncio.sleep(0)  # let every other coroutine run in between
-            await client.set("counter", value + 1)
+            await client.set("test:counter", value + 1)
             log.append(lock.fence)
 
 
@@ -197,7 +200,7 @@ def test_coroutines_share_a_lock_without_blocking_the_loop(redis_client, redis_b
         return time.monotonic() - started
 
     elapsed = run(main())
-    assert int(redis_client.get("counter")) == 100
+    assert int(redis_client.get("test:counter")) == 100
     # Strictly increasing (a fence drawn by an attempt whose reply was lost leaves a gap).
     assert len(fences) == 100
     assert all(a < b for a, b in itertools.pairwise(fences))
@@ -235,7 +238,7 @@ def test_a_cancelled_call_leaves_its_core_closed(redis_client):
 
     def core():
         try:
-            yield faces.command("blpop", ["nothing"], timeout=5)
+            yield faces.command("blpop", ["test:nothing"], timeout=5)
         finally:
             closed.append(True)
 
@@ -272,10 +275,10 @@ def test_concurrent_calls_share_one_connection_and_get_their_own_replies(redis_u
         assert isinstance(get_async_redis(), MultiplexedRedis)
         pool = pool_of(redis_url, protocol)
         client = MultiplexedRedis(connection_pool=pool)
-        await asyncio.gather(*(client.set(f"k{n}", n) for n in range(300)))
-        values = await asyncio.gather(*(client.get(f"k{n}") for n in range(300)))
-        counts = await asyncio.gather(*(client.incr("counter") for _ in range(300)))
-        await client.client_list()  # redis-py's path: a connection of the pool
+        await asyncio.gather(*(client.set(f"test:k{n}", n) for n in range(300)))
+        values = await asyncio.gather(*(client.get(f"test:k{n}") for n in range(300)))
+        counts = await asyncio.gather(*(client.incr("test:counter") for _ in range(300)))
+        await client.wait(0, 0)  # redis-py's path: a connection of the pool
         pooled = len(pool._available_connections) + len(pool._in_use_connections)
         await client.aclose()
         return values, counts, pooled
@@ -283,13 +286,14 @@ def test_concurrent_calls_share_one_connection_and_get_their_own_replies(redis_u
     values, counts, pooled = run(main())
     assert values == [str(n).encode() for n in range(300)]
     assert sorted(counts) == list(range(1, 301))
-    assert pooled == 1  # only CLIENT LIST took one; the 900 calls went on the shared link
+    assert pooled == 1  # only WAIT took one; the 900 calls went on the shared link
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_replies_have_the_shapes_of_redis_pys_own_client(redis_url, protocol):
+def test_replies_have_the_shapes_of_redis_pys_own_client(redis_admin_url, protocol):
     """Each reply type of the protocol (maps, sets, doubles, nulls, errors) read through
     the client's own callbacks: the shared connection answers as redis-py's does."""
+    redis_url = redis_admin_url  # CONFIG GET and FLUSHDB: an admin's (REDISPARTS_TEST_ACL)
 
     async def calls(client):
         script = "return {1, 'two', {3}}"
@@ -338,12 +342,12 @@ def test_replies_have_the_shapes_of_redis_pys_own_client(redis_url, protocol):
 def test_a_cancelled_caller_leaves_the_replies_of_the_others_in_step(redis_client):
     async def main():
         client = get_async_redis()
-        await asyncio.gather(*(client.set(f"k{n}", n) for n in range(50)))
-        calls = [asyncio.create_task(client.get(f"k{n}")) for n in range(50)]
+        await asyncio.gather(*(client.set(f"test:k{n}", n) for n in range(50)))
+        calls = [asyncio.create_task(client.get(f"test:k{n}")) for n in range(50)]
         for call in calls[::3]:
             call.cancel()
         done = await asyncio.gather(*calls, return_exceptions=True)
-        return done, await client.get("k7")
+        return done, await client.get("test:k7")
 
     done, again = run(main())
     for n, reply in enumerate(done):
@@ -354,22 +358,22 @@ def test_a_cancelled_caller_leaves_the_replies_of_the_others_in_step(redis_clien
 def test_errors_come_back_as_redis_py_exceptions_and_a_killed_connection_reopens(redis_client):
     async def main():
         client = get_async_redis()
-        await client.set("text", "x")
+        await client.set("test:text", "x")
         with pytest.raises(redis.exceptions.ResponseError, match="WRONGTYPE"):
-            await client.lpush("text", "y")
-        assert await client.get("text") == b"x"  # the connection is still in step
+            await client.lpush("test:text", "y")
+        assert await client.get("test:text") == b"x"  # the connection is still in step
         killed = redis_client.client_kill_filter(_type="normal", skipme=True)
         assert killed >= 1
         failed = None
         for _ in range(100):  # the reset arrives with the next read
             try:
-                await client.get("text")
+                await client.get("test:text")
             except redis.exceptions.ConnectionError as exc:
                 failed = exc
                 break
             await asyncio.sleep(0.01)
         assert failed is not None
-        return await client.get("text")
+        return await client.get("test:text")
 
     assert run(main()) == b"x"
 
@@ -377,19 +381,19 @@ def test_errors_come_back_as_redis_py_exceptions_and_a_killed_connection_reopens
 def test_a_url_with_a_database_and_a_password_is_followed(redis_server_factory):
     server = redis_server_factory()
     server.client().config_set("requirepass", "s3cret")
-    url = server.url.replace("redis://", "redis://:s3cret@").rsplit("/", 1)[0] + "/3"
+    url = f"redis://:s3cret@{server.host}:{server.port}/3"
     connections = {"default": {"CACHE": "default"}, "extra": {"URL": url}}
 
     async def write():
         client = get_async_redis("extra")
-        await client.set("where", "db3")
+        await client.set("test:where", "db3")
         await client.execute_command("CLIENT SETNAME", "not-shared")  # redis-py's path
-        return await client.get("where")
+        return await client.get("test:where")
 
     with override_settings(REDISPARTS={"CONNECTIONS": connections}):
         assert run(write()) == b"db3"
     admin = redis.Redis(host=server.host, port=server.port, password="s3cret", db=3)
-    assert admin.get("where") == b"db3"
+    assert admin.get("test:where") == b"db3"
 
 
 @pytest.mark.cluster
@@ -399,7 +403,7 @@ def test_transactions_on_the_shared_connection_stay_whole(redis_client):
     from redisparts_app.connection import atransaction
 
     def queue(n):
-        return lambda pipe: pipe.incr("{t}:a").incr("{t}:b")
+        return lambda pipe: pipe.incr("test:{t}:a").incr("test:{t}:b")
 
     async def main():
         client = get_async_redis()
@@ -407,14 +411,16 @@ def test_transactions_on_the_shared_connection_stay_whole(redis_client):
 
         async def reader():
             for _ in range(100):
-                pair = await atransaction(client, "{t}:a", lambda pipe: pipe.mget("{t}:a", "{t}:b"))
+                pair = await atransaction(
+                    client, "test:{t}:a", lambda pipe: pipe.mget("test:{t}:a", "test:{t}:b")
+                )
                 snapshots.append(pair[0])
 
         await asyncio.gather(
-            *(atransaction(client, "{t}:a", queue(n)) for n in range(100)), reader()
+            *(atransaction(client, "test:{t}:a", queue(n)) for n in range(100)), reader()
         )
         return snapshots
 
     snapshots = run(main())
     assert all(a == b for a, b in snapshots)
-    assert redis_client.get("{t}:a") == redis_client.get("{t}:b") == b"100"
+    assert redis_client.get("test:{t}:a") == redis_client.get("test:{t}:b") == b"100"

@@ -128,11 +128,11 @@ def test_a_with_block_on_a_held_lock_waits_for_it_or_times_out(redis_client):
     assert redis_client.exists(lock.owner_key) == 0
 
 
-def test_a_with_block_loads_its_scripts_again_after_a_script_flush(redis_client):
-    redis_client.script_flush()  # as after a restart: the acquire's EVALSHA misses
+def test_a_with_block_loads_its_scripts_again_after_a_script_flush(redis_client, redis_admin):
+    redis_admin.script_flush()  # as after a restart: the acquire's EVALSHA misses
     with Lock("reports", ttl=2, timeout=1) as lock:
         assert redis_client.get(lock.owner_key) == lock.token.encode()
-        redis_client.script_flush()  # and now the release's
+        redis_admin.script_flush()  # and now the release's
     assert not lock.held
     assert redis_client.exists(lock.owner_key) == 0
     assert redis_client.llen(lock.signal_key) == 1  # the release's wake-up signal

@@ -47,7 +47,7 @@ def test_online_for_ten_whole_minutes_then_offline(face):
     assert not p.is_online("ann", clock=clock)
 
 
-def test_both_methods_agree_over_fifteen_simulated_minutes(face):
+def test_both_methods_agree_over_fifteen_simulated_minutes(face, redis_client):
     """Random activity and logouts every 10 s; both methods match each other and a model."""
     p = face(presence)
     rng = random.Random(7)
@@ -85,10 +85,9 @@ def test_both_methods_agree_over_fifteen_simulated_minutes(face):
         checks += bool(expected)
     assert checks > 80
     # Minute sets and devices sets expire; nothing unbounded is left without a TTL.
-    client = get_redis()
     for key in presence_keys():
         if b":minute:" in key or b":devices:" in key:
-            assert client.ttl(key) > 0, key
+            assert redis_client.ttl(key) > 0, key
 
 
 def test_devices_of_one_user_count_once_and_logout_waits_for_the_last(face):

@@ -9,7 +9,7 @@ import pytest
 import redis
 from django.core.management import CommandError, call_command
 from django.test import override_settings
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from redisparts_app import keys
@@ -292,13 +292,14 @@ OPERATIONS = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+# The client fixture only flushes: nothing of it is per example.
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(operations=OPERATIONS)
-def test_basic_semaphore_behaves_like_its_model(operations):
+def test_basic_semaphore_behaves_like_its_model(redis_client, operations):
     """Acquire, refresh, release and expiry match a dict of id -> deadline, step by step."""
-    from redisparts_app.connection import get_redis
-
-    get_redis().flushdb()
+    redis_client.flushdb()  # an admin's command under REDISPARTS_TEST_ACL
     now_ms = [1_000_000]
     sem = Semaphore("model", 3, timeout=10, clock=lambda: now_ms[0] / 1000)
     live: dict[str, int] = {}  # holder id -> deadline (ms) in the model

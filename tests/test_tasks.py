@@ -530,7 +530,7 @@ def test_batch_after_a_fresh_task_stops_before_a_task_delivered_before(redis_cli
     queue.claim(["default"], "dead", lease=0.001, count=1)
     assert wait_until(lambda: queue.reap()[0] == 1, timeout=5)
     fresh = record.enqueue("fresh")
-    queue.client.lmove(queue.queue_key("default"), queue.queue_key("default"), "RIGHT", "LEFT")
+    redis_client.lmove(queue.queue_key("default"), queue.queue_key("default"), "RIGHT", "LEFT")
     assert [info.id for info in queue.peek("default")] == [fresh, suspect]
     claimed = queue.claim(["default"], "w", lease=30, count=10)
     assert [task["id"] for task, _ in claimed] == [fresh]

@@ -450,7 +450,7 @@ def unreachable(alias: str) -> str | None:
     Waits at most REDISPARTS["CHECK_TIMEOUT"] seconds (the system check's probe), so an
     unroutable host cannot hold a scrape or a health probe for a TCP connect timeout.
     """
-    _version, error = probe(alias, float(app_settings.CHECK_TIMEOUT))
+    error = probe(alias, float(app_settings.CHECK_TIMEOUT)).error
     return None if error is None else f"Redis connection {alias!r} is unreachable: {error}"
 
 

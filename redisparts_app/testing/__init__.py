@@ -12,9 +12,11 @@ from .servers import (
     RedisServer,
     SentinelServer,
     SentinelSetup,
+    TLSFiles,
     free_port,
     server_choice,
     start_replica,
+    tls_binary,
     wait_until,
 )
 
@@ -24,9 +26,11 @@ __all__ = [
     "RedisServer",
     "SentinelServer",
     "SentinelSetup",
+    "TLSFiles",
     "find_postgres_bindir",
     "free_port",
     "server_choice",
     "start_replica",
+    "tls_binary",
     "wait_until",
 ]

