@@ -21,7 +21,8 @@ from django.core.cache import caches
 from django.test import override_settings
 
 from redisparts_app.checks import check_servers
-from redisparts_app.connection import aclose_async_clients, get_redis
+from redisparts_app.connection import aclose_async_clients, get_async_redis, get_redis
+from redisparts_app.multiplexed import MultiplexedRedis
 from redisparts_app.services.mail import Mailbox
 from redisparts_app.testing import RedisServer, SentinelSetup, TLSFiles, tls_binary
 from redisparts_app.testing.servers import app_user_options
@@ -218,3 +219,29 @@ def test_a_stopped_tls_server_is_unreachable_not_a_certificate_error(binary, cer
     with override_settings(REDISPARTS={"CONNECTIONS": {"default": server.url}}):
         messages = check_servers()
     assert [message.id for message in messages] == ["redisparts.W001"]
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_the_async_faces_shared_connection_speaks_tls_in_either_protocol(tls_server, protocol):
+    """The async face's calls share one TLS connection (MultiplexedRedis), opened with the
+    pool's TLS context, in RESP2 and in RESP3: a hundred concurrent calls, no pooled one."""
+    entry = {"URL": tls_server.url, "OPTIONS": {"protocol": protocol}}
+
+    async def main():
+        try:
+            client = get_async_redis()
+            assert isinstance(client, MultiplexedRedis)
+            counts = await asyncio.gather(*(client.incr("test:tls") for _ in range(100)))
+            pool = client.connection_pool
+            pooled = len(pool._available_connections) + len(pool._in_use_connections)
+            return sorted(counts), await client.hgetall("test:none"), pooled
+        finally:
+            await aclose_async_clients()
+
+    with override_settings(REDISPARTS={"CONNECTIONS": {"default": entry}}):
+        counts, empty, pooled = asyncio.run(main())
+    assert counts == list(range(1, 101))
+    assert empty == {}
+    assert pooled == 0  # every call went on the shared TLS connection
+    with tls_server.client() as admin:
+        admin.flushdb()
