@@ -129,6 +129,11 @@ FIELDS = [
         for base in ({}, {"confirmed": "yes"})
     ),
     Field("admin", f"{RP}/bulk-actions/default/", {"ids": "t1", "confirmed": "yes"}, "action"),
+    Field("admin", f"{RP}/schedules/prune-registries/", {}, "action"),
+    *(
+        Field("admin", f"{RP}/schedules/prune-registries/", {"action": "set"}, name)
+        for name in ("cron", "every", "tz")
+    ),
 ]
 HIGH_LIMITS = {"login": (10**6, 60), "chat": (10**6, 60), "mail": (10**6, 60)}
 

@@ -161,7 +161,8 @@ def _zone(name: object) -> ZoneInfo:
         raise InvalidArgument("tz", name, "must be an IANA time zone name such as Europe/Paris")
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
+    # OSError: a name the zone files cannot hold (too long, a folder such as "Europe").
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise InvalidArgument("tz", name, "unknown time zone (an IANA name such as UTC)") from exc
 
 
