@@ -49,14 +49,39 @@ def test_every_component_page_documents_its_module():
         assert ".. automodule:: redisparts_app." in page.read_text(), page.name
 
 
+def _both_benchmark_pages(folder: Path) -> Path:
+    """The benchmarks page and the tables page as one page of ``folder``."""
+    from bench.report import BENCHMARKS_PAGE, TABLES_PAGE
+
+    page = folder / "benchmarks.md"
+    page.write_text(BENCHMARKS_PAGE.read_text() + TABLES_PAGE.read_text())
+    return page
+
+
+def test_the_benchmarks_page_is_for_users_and_its_tables_are_generated():
+    """The method, the summary and what each benchmark compares; the tables a page of
+    their own, only headings around the generated blocks."""
+    from bench.report import BENCHMARKS_PAGE, TABLES_PAGE
+    from bench.run import benchmark_modules
+
+    page = BENCHMARKS_PAGE.read_text()
+    assert len(page.splitlines()) <= 300
+    assert re.findall(r"<!-- bench: (\w+) -->", page) == ["summary"]
+    tables = TABLES_PAGE.read_text()
+    blocks = re.findall(r"<!-- bench: (\w+) -->", tables)
+    assert sorted(blocks) == sorted(benchmark_modules())
+    outside = re.sub(r"<!-- bench: (\w+) -->\n.*?<!-- /bench -->", "", tables, flags=re.S)
+    after_intro = outside.split("\n## ", 1)[1].splitlines()[1:]
+    assert [line for line in after_intro if line and not line.startswith("## ")] == []
+
+
 def test_the_benchmarks_page_is_written_from_a_run(tmp_path):
     """bench.report --write-docs fills the blocks of the modules a run holds, nothing else."""
     from bench.harness import Check, Ratio, Section
-    from bench.report import BENCHMARKS_PAGE, write_docs
+    from bench.report import write_docs
     from bench.run import benchmark_modules
 
-    page = tmp_path / "benchmarks.md"
-    page.write_text(BENCHMARKS_PAGE.read_text())
+    page = _both_benchmark_pages(tmp_path)
     section = Section(
         "Locks: a test table", ["lock", "pairs/s"], [["ours", 1000.0], ["theirs", 500.0]],
         ratios=[Ratio("ours / theirs", 2.0, target=1.0)], checks=[Check("no lost update", True)],
@@ -93,10 +118,9 @@ def test_the_benchmarks_page_is_written_from_a_run(tmp_path):
 def test_the_benchmarks_page_shows_median_and_spread_over_the_kept_runs(tmp_path):
     """Over several runs a block gives each ratio's median and spread, never one run's best."""
     from bench.harness import Ratio, Section
-    from bench.report import BENCHMARKS_PAGE, write_docs
+    from bench.report import write_docs
 
-    page = tmp_path / "benchmarks.md"
-    page.write_text(BENCHMARKS_PAGE.read_text())
+    page = _both_benchmark_pages(tmp_path)
 
     def run(date: str, value: float, load: float) -> dict:
         section = Section(
