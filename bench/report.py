@@ -259,7 +259,9 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated module names")
     parser.add_argument("--summary", action="store_true", help="one table of targets and checks")
     parser.add_argument(
-        "--write-docs", action="store_true", help=f"write the runs into {BENCHMARKS_PAGE.name}"
+        "--write-docs",
+        action="store_true",
+        help=f"write the runs into {BENCHMARKS_PAGE.name} and {TABLES_PAGE.name}",
     )
     options = parser.parse_args()
     runs = [] if options.path else load_runs()
