@@ -9,7 +9,7 @@ Each ratio is shown as its median over the runs that measured it and its spread
 tables, each with the machine state it was measured in (load average, PING round trip).
 With a path: that one run, as it was measured (no kept run: var/bench/latest.json).
 
-``--write-docs`` replaces, in docs/benchmarks.md, each block between
+``--write-docs`` replaces, in docs/benchmarks.md and docs/benchmark-tables.md, each block between
 ``<!-- bench: NAME -->`` and ``<!-- /bench -->`` whose module the runs hold (``summary``:
 the table of targets and checks, when the runs cover every module: a module run again
 alone after a change counts beside the others of the last full run); the prose around
@@ -194,6 +194,8 @@ def spread_summary(runs: list[dict]) -> str:
 
 
 BENCHMARKS_PAGE = ROOT / "docs/benchmarks.md"
+# The latest tables of every module, a page of their own (the summary stays on the first).
+TABLES_PAGE = ROOT / "docs/benchmark-tables.md"
 BLOCK = re.compile(r"(<!-- bench: (\w+) -->\n).*?(<!-- /bench -->)", re.S)
 
 
@@ -215,10 +217,9 @@ def module_markdown(name: str, result: dict) -> str:
     return "\n\n".join(markdown(Section.from_json(data)) for data in result["sections"])
 
 
-def write_docs(
-    report: dict, page: Path = BENCHMARKS_PAGE, runs: list[dict] | None = None
-) -> list[str]:
-    """Replace the page's blocks of the modules ``report`` holds; return their names.
+def write_docs(report: dict, page: Path | None = None, runs: list[dict] | None = None) -> list[str]:
+    """Replace the blocks of the modules ``report`` holds in ``page`` (default: the
+    benchmarks page and the tables page); return their names.
 
     With ``runs`` (the kept runs, ``report`` the latest of them), the blocks of every
     module the runs measured, each with the ratios' medians and spreads over the runs
@@ -245,7 +246,8 @@ def write_docs(
         written.append(match[2])
         return f"{match[1]}{blocks[match[2]]}\n{match[3]}"
 
-    page.write_text(BLOCK.sub(fill, page.read_text()))
+    for each in [page] if page else [BENCHMARKS_PAGE, TABLES_PAGE]:
+        each.write_text(BLOCK.sub(fill, each.read_text()))
     return written
 
 
@@ -257,7 +259,9 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated module names")
     parser.add_argument("--summary", action="store_true", help="one table of targets and checks")
     parser.add_argument(
-        "--write-docs", action="store_true", help=f"write the runs into {BENCHMARKS_PAGE.name}"
+        "--write-docs",
+        action="store_true",
+        help=f"write the runs into {BENCHMARKS_PAGE.name} and {TABLES_PAGE.name}",
     )
     options = parser.parse_args()
     runs = [] if options.path else load_runs()

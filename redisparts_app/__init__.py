@@ -1,3 +1,4 @@
 """The classic Redis application components as a reusable Django app."""
 
-__version__ = "0.1.0"
+# The release (pyproject.toml reads it); CHANGELOG.md says what each one changed.
+__version__ = "0.2.0"

@@ -9,6 +9,7 @@ TypeError. Booleans are never accepted as numbers.
 """
 
 import math
+import re
 import unicodedata
 from collections.abc import Collection
 from typing import TypeVar
@@ -27,6 +28,7 @@ __all__ = [
     "check_page_size",
     "check_seconds",
     "check_text",
+    "check_token",
     "to_ms",
 ]
 
@@ -41,6 +43,8 @@ FORBIDDEN_KEY_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 _TEXT_CONTROLS_ALLOWED = frozenset("\n\r\t")
 
 _T = TypeVar("_T")
+# A lock's owner token or a semaphore permit's holder id: os.urandom(16).hex().
+_TOKEN_RE = re.compile(r"[0-9a-f]{32}")
 
 
 def _describe_range(minimum: int | None, maximum: int | None) -> str:
@@ -156,6 +160,14 @@ def check_choice(value: _T, field: str, choices: Collection[_T]) -> _T:
     if value not in choices:
         listed = ", ".join(str(choice) for choice in choices)
         raise InvalidArgument(field, value, f"must be one of {listed}")
+    return value
+
+
+def check_token(value: object, field: str, hint: str) -> str:
+    """Return ``value`` if it is a token the services hand out (32 lowercase hex digits);
+    ``hint`` says where the caller finds the right one."""
+    if not isinstance(value, str) or not _TOKEN_RE.fullmatch(value):
+        raise InvalidArgument(field, value, hint)
     return value
 
 

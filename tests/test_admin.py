@@ -303,8 +303,11 @@ def test_a_stuck_lock_is_released_for_the_owner_seen_and_wakes_a_waiter(admin_cl
     release_url = url("admin:redisparts_lock_release", "stuck")
     assert f'action="{release_url}"' in page
     assert "return confirm(" in page
-    stale = admin_client.post(release_url, {"owner": "another-token"}, follow=True)
-    assert "no longer held by another-token" in stale.content.decode()
+    malformed = admin_client.post(release_url, {"owner": "another-token"}, follow=True)
+    assert "Nothing done: invalid owner token" in malformed.content.decode()
+    other = "0" * 32
+    stale = admin_client.post(release_url, {"owner": other}, follow=True)
+    assert f"no longer held by {other}" in stale.content.decode()
     assert held.owned()  # a token that is not the owner's releases nothing
     done = admin_client.post(release_url, {"owner": held.token}, follow=True)
     assert "Lock stuck released" in done.content.decode()

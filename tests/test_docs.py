@@ -49,14 +49,39 @@ def test_every_component_page_documents_its_module():
         assert ".. automodule:: redisparts_app." in page.read_text(), page.name
 
 
+def _both_benchmark_pages(folder: Path) -> Path:
+    """The benchmarks page and the tables page as one page of ``folder``."""
+    from bench.report import BENCHMARKS_PAGE, TABLES_PAGE
+
+    page = folder / "benchmarks.md"
+    page.write_text(BENCHMARKS_PAGE.read_text() + TABLES_PAGE.read_text())
+    return page
+
+
+def test_the_benchmarks_page_is_for_users_and_its_tables_are_generated():
+    """The method, the summary and what each benchmark compares; the tables a page of
+    their own, only headings around the generated blocks."""
+    from bench.report import BENCHMARKS_PAGE, TABLES_PAGE
+    from bench.run import benchmark_modules
+
+    page = BENCHMARKS_PAGE.read_text()
+    assert len(page.splitlines()) <= 300
+    assert re.findall(r"<!-- bench: (\w+) -->", page) == ["summary"]
+    tables = TABLES_PAGE.read_text()
+    blocks = re.findall(r"<!-- bench: (\w+) -->", tables)
+    assert sorted(blocks) == sorted(benchmark_modules())
+    outside = re.sub(r"<!-- bench: (\w+) -->\n.*?<!-- /bench -->", "", tables, flags=re.S)
+    after_intro = outside.split("\n## ", 1)[1].splitlines()[1:]
+    assert [line for line in after_intro if line and not line.startswith("## ")] == []
+
+
 def test_the_benchmarks_page_is_written_from_a_run(tmp_path):
     """bench.report --write-docs fills the blocks of the modules a run holds, nothing else."""
     from bench.harness import Check, Ratio, Section
-    from bench.report import BENCHMARKS_PAGE, write_docs
+    from bench.report import write_docs
     from bench.run import benchmark_modules
 
-    page = tmp_path / "benchmarks.md"
-    page.write_text(BENCHMARKS_PAGE.read_text())
+    page = _both_benchmark_pages(tmp_path)
     section = Section(
         "Locks: a test table", ["lock", "pairs/s"], [["ours", 1000.0], ["theirs", 500.0]],
         ratios=[Ratio("ours / theirs", 2.0, target=1.0)], checks=[Check("no lost update", True)],
@@ -93,10 +118,9 @@ def test_the_benchmarks_page_is_written_from_a_run(tmp_path):
 def test_the_benchmarks_page_shows_median_and_spread_over_the_kept_runs(tmp_path):
     """Over several runs a block gives each ratio's median and spread, never one run's best."""
     from bench.harness import Ratio, Section
-    from bench.report import BENCHMARKS_PAGE, write_docs
+    from bench.report import write_docs
 
-    page = tmp_path / "benchmarks.md"
-    page.write_text(BENCHMARKS_PAGE.read_text())
+    page = _both_benchmark_pages(tmp_path)
 
     def run(date: str, value: float, load: float) -> dict:
         section = Section(
@@ -119,3 +143,125 @@ def test_the_benchmarks_page_shows_median_and_spread_over_the_kept_runs(tmp_path
     # The latest run's table follows, with its machine state.
     assert "| ours | 80.0 |" in block
     assert "- machine state: load average 1, 1, 1; PING 40 µs" in block
+
+
+# Exceptions of other libraries the docs name (in comparisons and how-tos), and where.
+OUTSIDE_EXCEPTIONS = {
+    "CommandError": "django.core.management",
+    "MaxConnectionsError": "redis.exceptions",
+    "NoPermissionError": "redis.exceptions",
+    "TaskException": "huey.exceptions",
+}
+_EXCEPTION_LIKE = re.compile(
+    r"Invalid\w+|\w+(Error|Exception|Exceeded|Timeout|NotFound|NotOwned|NotHeld|Exists|Lost"
+    r"|Busy|Failed|Expired|Conflict|Full|Gap|Listed|AlreadyHeld)"
+)
+
+
+def _pages() -> list[Path]:
+    return [*sorted(DOCS.rglob("*.md")), REPO / "README.md"]
+
+
+def _exported() -> dict[str, str]:
+    """Every name in the ``__all__`` of a module of the package: name -> module."""
+    import importlib
+    import pkgutil
+
+    import redisparts_app
+
+    found = {}
+    for info in pkgutil.walk_packages(redisparts_app.__path__, "redisparts_app."):
+        if ".migrations" not in info.name:
+            module = importlib.import_module(info.name)
+            found.update(dict.fromkeys(getattr(module, "__all__", []), info.name))
+    return found
+
+
+def test_every_exception_the_docs_name_exists_and_is_public():
+    import builtins
+    import importlib
+    from importlib.util import find_spec
+
+    exported = _exported()
+    unknown = []
+    for page in _pages():
+        for name in set(re.findall(r"`(\w+)`", page.read_text())):
+            if not _EXCEPTION_LIKE.fullmatch(name) or hasattr(builtins, name):
+                continue
+            if name in exported:
+                assert isinstance(getattr(importlib.import_module(exported[name]), name), type)
+            elif name in OUTSIDE_EXCEPTIONS:
+                module = OUTSIDE_EXCEPTIONS[name]
+                if find_spec(module.split(".")[0]):
+                    assert hasattr(importlib.import_module(module), name), name
+            else:
+                unknown.append(f"{page.relative_to(REPO)}: {name}")
+    assert unknown == []
+
+
+def test_every_error_raised_on_purpose_is_exported():
+    from redisparts_app import exceptions
+
+    classes = {
+        name
+        for name, value in vars(exceptions).items()
+        if isinstance(value, type) and issubclass(value, exceptions.RedisPartsError)
+    }
+    assert sorted(classes - set(exceptions.__all__)) == []
+
+
+def test_every_setting_is_in_the_configuration_table_and_read_by_the_app():
+    from django.test import override_settings
+
+    from redisparts_app.checks import check_settings
+    from redisparts_app.conf import DEFAULTS, app_settings
+
+    page = (DOCS / "configuration.md").read_text()
+    settings_table = page.split("| setting | default | meaning |")[1].split("\n\n")[0]
+    table = re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \|", settings_table, re.M)
+    assert len(table) == len(set(table))
+    assert sorted(set(DEFAULTS) - set(table)) == []
+    assert sorted(set(table) - set(DEFAULTS)) == []
+    for name in table:
+        with override_settings(REDISPARTS={name: DEFAULTS[name]}):
+            app_settings.reload()
+            assert getattr(app_settings, name) == DEFAULTS[name]
+            assert not [error for error in check_settings() if "Unknown" in error.msg], name
+    app_settings.reload()
+    with pytest.raises(AttributeError):
+        _ = app_settings.NOT_A_SETTING
+
+
+def test_every_setting_the_docs_name_exists():
+    """A name with the prefix of a setting (QUEUE_, LOCK_, ...) or written REDISPARTS["X"]
+    is one of the settings."""
+    from redisparts_app.conf import DEFAULTS
+
+    groups = {name.split("_")[0] for name in DEFAULTS if "_" in name} - {"MAX"}
+    unknown = []
+    for page in _pages():
+        text = page.read_text()
+        named = {n for n in re.findall(r"`([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)`", text)
+                 if n.split("_")[0] in groups}  # fmt: skip
+        named |= set(re.findall(r"""REDISPARTS\[["'](\w+)["']\]""", text))
+        unknown += [f"{page.relative_to(REPO)}: {name}" for name in named - set(DEFAULTS)]
+    assert sorted(unknown) == []
+
+
+def test_the_version_is_written_once_and_the_changelog_says_what_it_changed():
+    import tomllib
+
+    import redisparts_app
+
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert "version" not in pyproject["project"]
+    assert pyproject["project"]["dynamic"] == ["version"]
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {
+        "attr": "redisparts_app.__version__"
+    }
+    changelog = (REPO / "CHANGELOG.md").read_text()
+    releases = re.findall(r"^## (\d+)\.(\d+)\.(\d+) \(\d{4}-\d\d-\d\d\)$", changelog, re.M)
+    versions = [tuple(map(int, release)) for release in releases]
+    assert ".".join(map(str, versions[0])) == redisparts_app.__version__
+    assert versions == sorted(set(versions), reverse=True)
+    assert len(versions) == changelog.count("\n## ")  # every release heading is well formed

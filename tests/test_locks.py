@@ -17,7 +17,14 @@ from redisparts_app.exceptions import (
     RedisPartsError,
 )
 from redisparts_app.services.lease import BACKOFF_LONGEST
-from redisparts_app.services.locks import HeldLock, Lock, fenced_update, held_locks, lock_keys
+from redisparts_app.services.locks import (
+    HeldLock,
+    Lock,
+    fenced_update,
+    force_release,
+    held_locks,
+    lock_keys,
+)
 from tests.counting import CountingRedis, counting_like
 from tests.fencing.models import FencedRecord
 from tests.processes import CONTEXT, run_in_processes
@@ -278,6 +285,18 @@ def test_held_locks_lists_name_owner_ttl_and_fence(redis_client, new_lock):
     assert 5 < second.ttl <= 10
     chinese.release()
     assert [held.name for held in held_locks(client=redis_client)] == ["reports"]
+
+
+def test_force_release_refuses_a_malformed_owner_as_semaphores_do(redis_client):
+    lock = Lock("stuck", ttl=30)
+    lock.acquire()
+    for owner in ["another-token", "", None, lock.token.upper(), lock.token + "0"]:
+        with pytest.raises(InvalidArgument, match="invalid owner token"):
+            force_release("stuck", owner)
+    assert lock.owned()
+    assert force_release("stuck", "0" * 32) is False  # well formed, not the owner's
+    assert force_release("stuck", lock.token) is True
+    assert not lock.owned()
 
 
 def test_rp_locks_lists_held_locks_as_a_table_and_as_json(redis_client, capsys):

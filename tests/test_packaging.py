@@ -84,6 +84,13 @@ def run_check(installed_app: Path, project: Path, redis_url: str) -> subprocess.
 
 
 @pytest.mark.slow
+def test_the_wheel_carries_the_packages_version(wheel):
+    import redisparts_app
+
+    assert wheel.name.startswith(f"redisparts-{redisparts_app.__version__}-")
+
+
+@pytest.mark.slow
 def test_wheel_holds_the_library_and_its_data_only(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}

@@ -6,6 +6,7 @@ import pytest
 from django.core.management import call_command
 
 from redisparts_app.connection import get_redis
+from redisparts_app.exceptions import InvalidArgument, InvalidArgumentType
 from redisparts_app.keys import make_key
 from redisparts_app.services import chat, config, figures, files, listings, logs, registry, stats
 from redisparts_app.services.autocomplete import AddressBook, books_of
@@ -153,6 +154,21 @@ def test_names_pages_and_what_still_exists(redis_client, face):
     assert svc.existing("config", key_of, ["echo"]) == []
     svc.forget("config", "echo")
     assert svc.names("config") == ["alpha", "charlie"]
+
+
+def test_an_unknown_component_or_an_empty_page_is_refused_before_any_write(redis_client, face):
+    svc = face(registry)
+    with pytest.raises(InvalidArgument, match="invalid component 'bogus': must be one of lock"):
+        svc.note("bogus", "name")
+    with pytest.raises(InvalidArgument, match="invalid component"):
+        svc.names("bogus")
+    svc.note("config", "alpha")
+    for cursor, count in [(0, 0), (0, -1), (0, 1001), (-1, 10)]:
+        with pytest.raises(InvalidArgument, match=r"invalid (count|cursor)"):
+            svc.page("config", cursor, count)
+    with pytest.raises(InvalidArgumentType):
+        svc.page("config", 0, "10")
+    assert list(redis_client.scan_iter("*")) == [registry.registry_key("config").encode()]
 
 
 def test_reading_a_listing_prunes_what_it_found_gone(redis_client):

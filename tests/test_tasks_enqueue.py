@@ -15,7 +15,7 @@ from django.test import override_settings
 
 from redisparts_app.exceptions import InvalidKeyPart, InvalidTask
 from redisparts_app.services import registry
-from redisparts_app.services.tasks import TaskQueue
+from redisparts_app.services.tasks import TaskQueue, task
 from redisparts_app.services.tasks import queue as queue_module
 from redisparts_app.services.tasks.queue import _ENCODER, _in_atomic_block, encode_arguments
 
@@ -288,3 +288,21 @@ def test_record_times_keep_six_digits_of_microseconds():
     assert queue_module._json_time(1_795_000_000_000_001) == "1795000000.000001"
     assert queue_module._json_time(1_795_000_000_120_000) == "1795000000.120000"
     assert queue_module._json_time(5) == "0.000005"
+
+
+@task(name="test.enqueue.no_retries", max_retries=0)
+def _no_retries() -> None: ...
+
+
+def test_an_enqueue_by_name_writes_its_own_retry_count_not_the_tasks(redis_client):
+    """As docs/components/tasks.md says: the count is written at enqueue, from the
+    enqueuer's argument or its QUEUE_MAX_RETRIES, whatever the @task declares."""
+    queue = TaskQueue()
+    by_task = _no_retries.enqueue()
+    by_name = queue.enqueue("test.enqueue.no_retries")
+    by_name_with_option = queue.enqueue("test.enqueue.no_retries", max_retries=0)
+    with override_settings(REDISPARTS={"QUEUE_MAX_RETRIES": 7}):
+        by_name_elsewhere = queue.enqueue("test.enqueue.no_retries")
+    enqueued = [by_task, by_name, by_name_with_option, by_name_elsewhere]
+    counts = [queue.get(task_id).max_retries for task_id in enqueued]
+    assert counts == [0, 3, 0, 7]

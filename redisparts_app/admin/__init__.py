@@ -6,7 +6,7 @@ every page (``admin.views``, one module per topic) hangs off its ModelAdmin thro
 login page). Viewing needs ``view_redisparts``, actions ``change_redisparts`` (superusers
 have both).
 
-Pages read through the services, a page at a time (ZRANGE/LRANGE offsets, SCAN cursors:
+Pages read through the services, a page at a time (ZRANGE/LRANGE offsets, registry cursors:
 ``admin.views.paging``). Actions that change Redis accept POST only (with CSRF), report
 through ``messages`` and redirect. When Redis is unreachable a page answers 503 with a
 message inside the admin layout instead of an error.

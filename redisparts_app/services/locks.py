@@ -83,7 +83,7 @@ from .. import faces, keys, lua
 from ..conf import SettingsCache, app_settings
 from ..connection import Client, resolve_async_client, resolve_client
 from ..exceptions import InvalidArgument, LockNotOwned, LockTimeout
-from ..validation import check_count, check_seconds, to_ms
+from ..validation import check_count, check_seconds, check_token, to_ms
 from . import registry
 from .lease import SIGNAL_TTL_MS, LeaseHolder, immediate_clients, validate_heartbeat
 
@@ -427,6 +427,7 @@ def force_release(name: str, owner: str, *, client: Client | None = None) -> boo
     gone without its TTL running out (a lock without TTL): the holder is not told, so its
     fencing token is what keeps its late writes out. Logged as a warning."""
     name = keys.validate_key_part(name, "lock name")
+    owner = check_token(owner, "owner token", "pass the token held_locks() or rp_locks shows")
     owner_key, _fence, signal_key = _role_keys(name)
     script = lua.script(resolve_client(client), "lease_release")
     released = bool(script(keys=[owner_key, signal_key], args=[owner, SIGNAL_TTL_MS]))

@@ -51,6 +51,7 @@ from .. import faces
 from ..conf import app_settings
 from ..connection import Client, is_pipeline, resolve_client
 from ..keys import make_key, scan_keys
+from ..validation import check_choice, check_int, check_page_size
 
 __all__ = [
     "COMPONENTS",
@@ -77,6 +78,8 @@ __all__ = [
 
 COMPONENTS = ("lock", "semaphore", "chat", "queue", "ac", "config", "log", "stats", "files")
 NOTE_INTERVAL = 60.0
+# The most names ``page`` returns at once.
+_MAX_PAGE_SIZE = 1000
 # Entries of the note cache before it is cleared (names that are used once, like per-order
 # lock names, would otherwise grow it without end).
 _NOTED_MAX = 100_000
@@ -91,7 +94,8 @@ _last: tuple[Callable[[], Any], dict[tuple[str, str], float]] = (lambda: None, {
 
 
 def registry_key(component: str) -> str:
-    return make_key("registry", component, "names")
+    """The key of ``component``'s registry; an unknown component is refused (InvalidArgument)."""
+    return make_key("registry", check_choice(component, "component", COMPONENTS), "names")
 
 
 def note(component: str, name: str, *, client: Client | None = None) -> None:
@@ -197,10 +201,14 @@ async def apage(
 
 
 def _page(component: str, cursor: int, count: int) -> faces.Op:
+    check_int(cursor, "cursor", minimum=0)
+    check_page_size(count, "count", maximum=_MAX_PAGE_SIZE)
+    key = registry_key(component)
+
     def paged(found: list[bytes]) -> tuple[list[str], int]:
         return _sorted(found), cursor + count if len(found) == count else 0
 
-    return faces.command("zrange", registry_key(component), cursor, cursor + count - 1, then=paged)
+    return faces.command("zrange", key, cursor, cursor + count - 1, then=paged)
 
 
 def existing(

@@ -64,7 +64,6 @@ are not served in order of arrival.
 import json
 import logging
 import os
-import re
 import time
 import unicodedata
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -83,7 +82,7 @@ from ..exceptions import (
     SemaphoreLost,
     SemaphoreTimeout,
 )
-from ..validation import check_count, check_seconds, to_ms
+from ..validation import check_count, check_seconds, check_token, to_ms
 from . import registry
 
 __all__ = [
@@ -111,7 +110,6 @@ _ROLES = ("holders", "info", "counter", "wake")
 _FORCE_RELEASE_WAKE_MS = 10_000
 
 logger = logging.getLogger(__name__)
-_HOLDER_ID_RE = re.compile(r"[0-9a-f]{32}")
 # The scripts FairSemaphore's hot paths send by SHA (``_try_now``, ``_release_now``).
 _ACQUIRE, _RELEASE = lua.sha("semaphore_acquire"), lua.sha("semaphore_release")
 
@@ -502,6 +500,4 @@ def _check_reason(reason: object) -> str:
 
 
 def _check_holder_id(holder_id: object) -> str:
-    if not isinstance(holder_id, str) or not _HOLDER_ID_RE.fullmatch(holder_id):
-        raise InvalidArgument("holder id", holder_id, "pass the id that acquire() returned")
-    return holder_id
+    return check_token(holder_id, "holder id", "pass the id that acquire() returned")

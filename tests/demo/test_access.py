@@ -246,7 +246,7 @@ ACCESS: dict[str, Entry] = {
     "admin/redisparts_app/redisparts/locks/": staff_page(f"{RP}/locks/"),
     # A lock nobody holds: the release refuses with a message and redirects.
     "admin/redisparts_app/redisparts/locks/<str:name>/release/": staff_action(
-        f"{RP}/locks/idle/release/", {"owner": "nobody"}
+        f"{RP}/locks/idle/release/", {"owner": "0" * 32}
     ),
     "admin/redisparts_app/redisparts/semaphores/": staff_page(f"{RP}/semaphores/"),
     # A permit nobody holds: the release refuses with a message and redirects.

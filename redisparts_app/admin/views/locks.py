@@ -1,4 +1,4 @@
-"""Held locks and semaphores in use, a SCAN page at a time."""
+"""Held locks and semaphores in use, a page of their registry at a time."""
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
