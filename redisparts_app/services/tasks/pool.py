@@ -150,7 +150,7 @@ def run_task(record: dict[str, Any], worker_id: str, queue: Any, abort: Any = No
     task_started.send(sender=Outcome, record=record)
     try:
         with results.running(run):
-            value = _call(record, worker_id, queue)
+            value = _call(run)
         # A value JSON cannot hold fails the task, as the Tasks backend's.
         value_json = _ENCODER.encode(value) if keep else "null"
     except UnknownTask:
@@ -167,6 +167,8 @@ def run_task(record: dict[str, Any], worker_id: str, queue: Any, abort: Any = No
     finally:
         task_finished.send(sender=Outcome, record=record)
     seconds = time.perf_counter() - start
+    if run.final is not None:  # another kind's run (the Tasks backend's) made its result
+        return Outcome(record, "done", None, 0.0, seconds, run.final)
     if run.noticed:  # it saw the cancel, and stopped: whatever it returned, cancelled
         return Outcome(record, "cancelled", None, 0.0, seconds, cancelled_result(run, value_json))
     done = None
@@ -225,6 +227,8 @@ def _with_result(
         )  # fmt: skip
     if outcome.outcome == "retry":
         return replace(outcome, cancelled=cancelled_result(run, error=error))
+    if outcome.outcome == "fail" and run.final is not None:  # the Tasks backend's FAILED
+        return replace(outcome, result=run.final)
     if outcome.outcome != "fail" or not run.keep:
         return outcome
     failed = results.encode(
@@ -234,10 +238,14 @@ def _with_result(
     return replace(outcome, result=failed)
 
 
-def _call(record: dict[str, Any], worker_id: str, queue: Any) -> Any:
+def _call(run: "results.Running") -> Any:
+    record = run.record
     kind = record.get("kind", "task")
     if kind != "task":
-        import_string(KIND_RUNNERS[kind])(record, worker_id, queue)
+        # The runner returns the result JSON to record with the acknowledgement.
+        run.final, error = import_string(KIND_RUNNERS[kind])(record, run.worker_id, run.queue)
+        if error is not None:
+            raise error
         return None
     registered = get_task(record["name"])
     if registered is None:

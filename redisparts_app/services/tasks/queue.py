@@ -865,7 +865,33 @@ class TaskQueue:
         requeued, quarantined, next_ms = lua.script(self.client, "queue_reap")(
             keys=keys, args=[max_deliveries, BATCH, WAKE_CAP, timeout_ms, *names]
         )
-        return int(requeued), int(quarantined), None if next_ms < 0 else next_ms / 1000
+        if quarantined:
+            self._record_quarantined([task_id.decode() for task_id in quarantined])
+        return int(requeued), len(quarantined), None if next_ms < 0 else next_ms / 1000
+
+    def _record_quarantined(self, ids: list[str]) -> None:
+        """Record a FAILED result for each quarantined task that keeps one, so its state
+        is terminal and its waiters wake (a task requeued or deleted meanwhile is left)."""
+        from .registry import get_task  # registry.py imports this module
+
+        bodies = self.client.hmget(self.key("tasks"), ids)
+        errors = self.client.hmget(self.key("errors"), ids)
+        for task_id, body, error in zip(ids, bodies, errors, strict=True):
+            if body is None:
+                continue
+            record = json.loads(body)
+            registered = get_task(record["name"])
+            if record.get("kind", "task") != "task" or (registered and not registered.result):
+                continue
+            reason = json.loads(error).get("reason", "") if error else ""
+            failed = results_module.encode(
+                record, results_module.FAILED, "", finished=time.time(),
+                error={"type": "Quarantined", "message": reason, "traceback": ""},
+            )  # fmt: skip
+            keys = [self.key("quarantine"), self.result_key(task_id), self.done_key(task_id)]
+            lua.script(self.client, "queue_quarantined")(
+                keys=keys, args=[task_id, failed, results_module.ttl_ms()]
+            )
 
     def schedule(self) -> tuple[int, float | None]:
         """Move due delayed tasks to their queues; return (moved, seconds to next due or None)."""

@@ -410,6 +410,9 @@ class Running:
     # reads its flag through); ``noticed`` once ``aborted()`` said so.
     abort: Any = None
     noticed: bool = False
+    # The result JSON a run of another kind made (the Django Tasks backend's), recorded
+    # with the acknowledgement as an @task's is.
+    final: str | None = None
 
     @property
     def aborted(self) -> bool:
