@@ -16,7 +16,6 @@ of one ``TaskQueue.cancel`` (p50, p99) while the workers claim beside it. Target
 from __future__ import annotations
 
 import multiprocessing
-import os
 import random
 import statistics
 import tempfile
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import redis
 
-from bench.harness import Check, Context, Section, main
+from bench.harness import Check, Context, Section, append_line, main
 from redisparts_app.services.tasks import TaskQueue, Worker, aborted, get_task, task
 
 TIMEOUT = 900
@@ -36,13 +35,8 @@ FORK = multiprocessing.get_context("fork")
 
 def append(path: str, task_id: str) -> None:
     time.sleep(0.001)  # a task that takes a moment, so cancels find some running
-    if aborted():
-        return
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, f"{task_id}\n".encode())
-    finally:
-        os.close(fd)
+    if not aborted():
+        append_line(path, task_id)
 
 
 def _worker(url: str) -> None:
