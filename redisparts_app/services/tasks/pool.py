@@ -563,7 +563,10 @@ class PreforkPool(Pool):
         if not busy:
             return []
         overdue = self._ending()
-        deadlines = list(self.deadlines.values()) + list(self.aborts.values())
+        # The graces of the running tasks only (a task a cancel marked may wait its turn).
+        running = [child.record["id"] for child in busy.values() if child.record is not None]
+        graces = [self.aborts[task_id] for task_id in running if task_id in self.aborts]
+        deadlines = list(self.deadlines.values()) + graces
         if deadlines:
             timeout = max(0.0, min(timeout, min(deadlines) - time.monotonic()))
         ended: list[Outcome] = []

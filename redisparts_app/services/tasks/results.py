@@ -115,7 +115,8 @@ class Progress:
 
 @dataclass(frozen=True)
 class ResultInfo:
-    """A task's result as read from Redis; times in seconds since the epoch."""
+    """A task's result as read from Redis; times in seconds since the epoch; ``aborting``:
+    it runs, and a cancel asked it to stop."""
 
     id: str
     state: str
