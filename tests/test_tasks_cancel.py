@@ -57,6 +57,18 @@ def polite(label: str) -> str:
     return "stopped" if aborted() else "ran out"
 
 
+@task(name="tests.cancel.async_polite", max_retries=0)
+async def async_polite(label: str) -> str:
+    """``polite`` as an ``async def`` task: aborted() reads the same flag on its loop."""
+    import asyncio
+
+    get_redis().sadd(STARTED, label)
+    deadline = time.monotonic() + 30
+    while not aborted() and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    return "stopped" if aborted() else "ran out"
+
+
 @task(name="tests.cancel.stubborn", max_retries=3)
 def stubborn(label: str) -> str:
     """Never asks: its pool must end it (small sleeps, so an asynchronous exception lands)."""
@@ -201,11 +213,14 @@ def test_aborted_outside_a_task_is_refused():
 POOLS = [("solo", 1), ("threads", 2), ("prefork", 2)]
 
 
-@pytest.mark.parametrize(("pool", "concurrency"), POOLS)
+@pytest.mark.parametrize(
+    ("pool", "concurrency", "polite_task"),
+    [*((*p, polite) for p in POOLS), ("solo", 1, async_polite)],
+)
 def test_a_running_task_asked_to_stop_stops_and_is_recorded_cancelled(
-    redis_client, fast_beat, pool, concurrency
+    redis_client, fast_beat, pool, concurrency, polite_task
 ):
-    result = polite.enqueue(pool)
+    result = polite_task.enqueue(pool)
     worker = CONTEXT.Process(target=_worker, args=(pool, concurrency))  # prefork forks
     worker.start()
     try:
