@@ -290,6 +290,19 @@ def test_a_claimed_task_cancelled_before_it_starts_is_not_run(redis_client):
         result.get(timeout=1)
 
 
+def test_a_task_whose_worker_died_while_aborting_it_is_not_run_again(redis_client):
+    queue = TaskQueue()
+    result = counted.enqueue("orphan")
+    assert queue.claim(["default"], "w-dead", 0.01, 1)  # a lease that ends at once
+    assert cancel(result) == Cancel.ABORTING
+    time.sleep(0.05)
+    assert queue.reap()[0] == 1  # back in its queue, delivered once
+    assert Worker(["default"]).run(max_tasks=1) == 1
+    assert redis_client.hget(RUNS, "orphan") is None
+    with pytest.raises(TaskCancelled, match="it never ran"):
+        result.get(timeout=1)
+
+
 def test_a_retry_of_a_task_marked_for_abort_is_recorded_cancelled(redis_client):
     """The task failed before its worker's heartbeat saw the cancel: not retried."""
     queue = TaskQueue()

@@ -769,6 +769,17 @@ class TaskQueue:
         lost, aborting = reply
         return [i.decode() for i in lost], [i.decode() for i in aborting]
 
+    def marked(self, task_ids: Sequence[str]) -> list[str]:
+        """The ids among ``task_ids`` a cancel marked for abort (one round trip)."""
+        if not task_ids:
+            return []
+        with on_slot(self.client, self.key("tasks")) as server:
+            pipe = server.pipeline(transaction=False)
+            for task_id in task_ids:
+                pipe.exists(self.abort_key(task_id))
+            found = pipe.execute()
+        return [task_id for task_id, mark in zip(task_ids, found, strict=True) if mark]
+
     def retire(self, worker_id: str) -> None:
         """Forget a worker's heartbeat (it stopped cleanly, holding nothing)."""
         self.client.hdel(self.key("workers"), worker_id)

@@ -313,6 +313,12 @@ class Worker(_Stoppable):
             self.queues, self.worker_id, self.lease, count, done, wait=wait, results=self._results
         )
         self._held.update(record["id"] for record, _ in jobs)
+        # A task delivered again may have been cancelled while its last worker ran it:
+        # not run again (such tasks are rare, and claimed alone).
+        again = [record["id"] for record, deliveries in jobs if deliveries > 1]
+        if again and self._pool is not None:
+            for task_id in self.queue.marked(again):
+                self._pool.abort(task_id)
         return jobs, lost
 
     def _idle(self) -> float:
