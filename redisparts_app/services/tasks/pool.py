@@ -30,8 +30,8 @@ go on running the task the reaper gives to another worker.
 
 Cancellation of a running task (``TaskQueue.cancel``): the worker's heartbeat reads the
 task's abort mark and calls ``Pool.abort``, which sets the task's flag (``aborted()``
-reads it: a threading.Event, or in a prefork child a byte of memory shared with the
-worker, set by the worker's main thread). QUEUE_CANCEL_GRACE seconds later the pool
+reads it: an attribute, or in a prefork child a byte of memory shared with the worker,
+set by the worker's main thread). QUEUE_CANCEL_GRACE seconds later the pool
 ends the task as the hard time limit does in prefork (the child is killed), and with an
 asynchronous ``TaskAborted`` in ``threads`` and ``solo`` (as the soft limit is raised:
 code blocked in C sees it once it returns to Python). A task that saw the flag, or
@@ -319,7 +319,7 @@ class Pool:
         # For the pools that run tasks in this process: task id -> its abort flag and
         # the thread running it; the ids TaskAborted was raised in. Under _lock.
         self._lock = threading.Lock()
-        self._flags: dict[str, threading.Event] = {}
+        self._flags: dict[str, _Flag] = {}
         self._threads: dict[str, int] = {}
         self._raised: set[str] = set()
 
@@ -378,7 +378,7 @@ class Pool:
 
     def _run_here(self, record: dict[str, Any], run: Callable[[Any], Outcome]) -> Outcome:
         """``run(abort flag)`` in this thread, where ``end_aborted`` may raise TaskAborted."""
-        task_id, thread_id, flag = record["id"], threading.get_ident(), threading.Event()
+        task_id, thread_id, flag = record["id"], threading.get_ident(), _Flag()
         with self._lock:
             self._flags[task_id], self._threads[task_id] = flag, thread_id
             if task_id in self.aborts:
@@ -407,6 +407,22 @@ class Pool:
         now = time.monotonic()
         # A copy: the heartbeat thread asks while the worker's thread changes the dict.
         return {task_id for task_id, deadline in list(self.deadlines.items()) if deadline <= now}
+
+
+class _Flag:
+    """A task's abort flag in this process: one attribute (a threading.Event costs a
+    task several times more to make, and no one waits on it)."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = False
+
+    def set(self) -> None:
+        self.on = True
+
+    def is_set(self) -> bool:
+        return self.on
 
 
 class SoloPool(Pool):

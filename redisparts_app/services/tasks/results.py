@@ -407,8 +407,8 @@ class Running:
     started: float
     keep: bool
     last: Progress | None = None
-    # Set when a cancel asks the task to stop (a threading.Event, or what a prefork child
-    # reads its flag through); ``noticed`` once ``aborted()`` said so.
+    # Set when a cancel asks the task to stop (the pool's flag, with ``is_set()``);
+    # ``noticed`` once ``aborted()`` said so.
     abort: Any = None
     noticed: bool = False
     # The result JSON a run of another kind made (the Django Tasks backend's), recorded
