@@ -386,13 +386,26 @@ def test_the_admin_cancels_one_task_and_in_bulk(redis_client, admin_client):
     cancel_url = reverse("admin:redisparts_task_cancel", args=("default", one))
     assert cancel_url in page.content.decode()
     assert admin_client.get(cancel_url).status_code == 405
-    response = admin_client.post(cancel_url, follow=True)
-    assert "cancelled" in response.content.decode()
+    page_url = reverse("admin:redisparts_task", args=("default", one))
+    # Back to the task's page, which shows what was done and its state, and no Cancel.
+    page = admin_client.post(cancel_url, {"next": page_url}, follow=True)
+    assert page.redirect_chain[-1][0] == page_url
+    assert f"Task {one} cancelled: it will not run." in page.content.decode()
     assert one.state == "CANCELLED"
-    # The task page of a cancelled task shows its state, and no Cancel button.
-    page = admin_client.get(reverse("admin:redisparts_task", args=("default", one)))
     assert "CANCELLED" in page.content.decode()
     assert cancel_url not in page.content.decode()
+    # A running task (held by a worker): asked to stop, and its page says so.
+    held = counted.enqueue_with(args=["held"], on_commit=False)
+    assert TaskQueue().claim(["default"], "w-admin", 30, 1)
+    held_url = reverse("admin:redisparts_task", args=("default", held))
+    page = admin_client.post(
+        reverse("admin:redisparts_task_cancel", args=("default", held)),
+        {"next": held_url},
+        follow=True,
+    ).content.decode()
+    assert f"Task {held} is running: asked to stop" in page
+    assert "(cancelled: asked to stop)" in page
+    assert held.info().aborting
     many = [counted.enqueue_with(args=[f"bulk{n}"], on_commit=False) for n in range(3)]
     bulk_url = reverse("admin:redisparts_task_bulk", args=("default",))
     peek = admin_client.get(reverse("admin:redisparts_peek", args=("default", "default")))
