@@ -1,17 +1,15 @@
 """Cancellation of tasks (TaskQueue.cancel, Result.cancel, aborted()): a waiting task
 never runs and is recorded CANCELLED; a running one is asked to stop, then ended by its
 pool after the grace; a cancel racing the workers' claims has one winner, checked with
-processes against a file outside Redis; on a single server and on a Redis Cluster."""
+processes against a file outside Redis; the admin's Cancel, one and in bulk; on a
+single server and on a Redis Cluster."""
 
-import json
 import random
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
 from django.urls import reverse
 
 from redisparts_app.connection import get_redis
@@ -376,7 +374,7 @@ def test_cancels_racing_two_workers_each_task_ran_once_or_was_cancelled(
     assert TaskQueue().counts()["inflight"] == 0
 
 
-# -- the admin and the command ---------------------------------------------------------
+# -- the admin (rp_queue cancel: test_queue_command.py) ----------------------------------
 
 
 def test_the_admin_cancels_one_task_and_in_bulk(redis_client, admin_client):
@@ -419,22 +417,3 @@ def test_the_admin_cancels_one_task_and_in_bulk(redis_client, admin_client):
     assert "3 tasks cancelled" in done.content.decode()
     assert {task.state for task in many} == {"CANCELLED"}
     assert run_all() == 0
-
-
-def test_rp_queue_cancel(redis_client, capsys):
-    done, again = counted.enqueue("cli-done"), counted.enqueue("cli-again")
-    Worker(["default"]).run(max_tasks=1)  # runs cli-done
-    assert done.state == "SUCCESSFUL"
-    call_command("rp_queue", "cancel", again, done, "nope", "--json")
-    report = json.loads(capsys.readouterr().out)
-    assert report == {"cancelled": [again], "aborting": [], "finished": [done], "unknown": ["nope"]}
-    assert again.state == "CANCELLED"
-    call_command("rp_queue", "cancel", done)
-    assert "finished" in capsys.readouterr().out
-    with pytest.raises(CommandError) as bad:
-        call_command("rp_queue", "cancel", "bad{id}")
-    assert bad.value.returncode == 2
-    assert "task id" in str(bad.value)
-    with pytest.raises(CommandError) as none:
-        call_command("rp_queue", "cancel")
-    assert none.value.returncode == 2
