@@ -304,6 +304,16 @@ def rate(function: Callable[[], Any], seconds: float, batch: int = 50) -> float:
             return count / (now - start)
 
 
+def append_line(path: str, line: str) -> None:
+    """Append ``line`` to the file ``path`` in one write (O_APPEND): how a benchmark's
+    tasks count their runs outside Redis, from several processes at once."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, f"{line}\n".encode())
+    finally:
+        os.close(fd)
+
+
 def run_processes(
     target: Callable[..., Any], args_list: Sequence[Sequence[Any]], timeout: float = 300.0
 ) -> list[Any]:

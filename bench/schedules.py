@@ -25,7 +25,7 @@ from pathlib import Path
 
 import redis
 
-from bench.harness import Check, Context, Ratio, Section, main
+from bench.harness import Check, Context, Ratio, Section, append_line, main
 from redisparts_app.services.tasks import Scheduler, Worker, get_task, periodic, task
 
 TIMEOUT = 1800
@@ -35,12 +35,7 @@ FORK = multiprocessing.get_context("fork")
 
 
 def scheduled(path: str, slot: float) -> None:
-    started = time.time()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        os.write(fd, f"{slot!r} {started!r}\n".encode())
-    finally:
-        os.close(fd)
+    append_line(path, f"{slot!r} {time.time()!r}")
 
 
 def _scheduler(url: str) -> None:

@@ -158,11 +158,11 @@ COMPONENTS: dict[str, Component] = {
     ),
     "tasks": Component(
         keys=("queue",),
-        scripts=("queue_delete", "queue_dequeue", "queue_enqueue", "queue_extend", "queue_reap",
-                 "queue_release", "queue_requeue", "queue_schedule", "queue_settle",
-                 "periodic_fire", "result_progress"),
-        commands=("blmove", "blpop", "del", "get", "hdel", "hget", "hgetall", "hmget", "llen",
-                  "lrange", "set", "smembers", "wait", "zcard", "zrange"),
+        scripts=("queue_cancel", "queue_delete", "queue_dequeue", "queue_enqueue", "queue_extend",
+                 "queue_quarantined", "queue_reap", "queue_release", "queue_requeue",
+                 "queue_schedule", "queue_settle", "periodic_fire", "result_progress"),
+        commands=("blmove", "blpop", "del", "exists", "get", "hdel", "hget", "hgetall", "hmget",
+                  "llen", "lrange", "set", "smembers", "wait", "zcard", "zrange"),
         uses=("locks",),
     ),
 }  # fmt: skip

@@ -131,6 +131,7 @@ def _queue_errors() -> list[CheckMessage]:
         "QUEUE_RETRY_MAX_DELAY": (False, 0.001),
         "QUEUE_DEDUP_TTL": (False, 0.001),
         "QUEUE_RESULT_TTL": (False, 1),
+        "QUEUE_CANCEL_GRACE": (False, 0),
         "QUEUE_MAX_DELIVERIES": (True, 1),
         "QUEUE_MAX_ARGS_BYTES": (True, 1),
         "QUEUE_MAX_RETRIES": (True, 0),

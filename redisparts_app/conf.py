@@ -142,6 +142,9 @@ DEFAULTS: dict[str, Any] = {
     "QUEUE_WAIT_TIMEOUT": 1.0,
     # Seconds a Django Tasks result stays readable after its last update.
     "QUEUE_RESULT_TTL": 86400.0,
+    # Seconds a running task has, once cancelled, to stop on its own (``aborted()``)
+    # before its pool ends it as the hard time limit does.
+    "QUEUE_CANCEL_GRACE": 10.0,
     # Seconds a lock is held before it expires unless extended (services.locks.Lock ttl).
     "LOCK_TTL": 10.0,
     # Seconds Lock.acquire waits for a held lock before raising LockTimeout.

@@ -49,6 +49,8 @@ __all__ = [
     "SemaphoreTimeout",
     "ServerBinaryNotFound",
     "SoftTimeLimitExceeded",
+    "TaskAborted",
+    "TaskCancelled",
     "TaskExpired",
     "TaskFailed",
     "TaskNotFound",
@@ -418,6 +420,23 @@ class TaskExpired(RedisPartsError):
     def __init__(self, info: Any) -> None:
         self.info = info
         super().__init__(f"task {info.id} expired before a worker started it; it never ran")
+
+
+class TaskCancelled(RedisPartsError):
+    """The task waited on was cancelled: it never ran, or it was aborted while running."""
+
+    def __init__(self, info: Any) -> None:
+        self.info = info
+        how = "aborted while running" if info.started_at is not None else "it never ran"
+        super().__init__(f"task {info.id} was cancelled ({how})")
+
+
+class TaskAborted(RedisPartsError):
+    """Raised inside a running task whose cancellation's grace period ended (threads and
+    solo pools); catch it only to clean up, then let it go on."""
+
+    def __init__(self) -> None:
+        super().__init__("the task was cancelled and its grace period ended")
 
 
 class ResultTimeout(RedisPartsError, TimeoutError):

@@ -22,7 +22,9 @@ REDISPARTS["QUEUE_RESULT_TTL"] seconds after their last update, and are read bac
 results use (services/tasks/results.py), so ``TaskQueue().result(id).info()`` reads
 either. A task that raises is not retried (the Tasks API
 has no retries); it is FAILED and also listed in the queue's failed registry, from which
-a requeue runs it again under the same id. With ``ENQUEUE_ON_COMMIT`` (default True) an
+a requeue runs it again under the same id. The finished result is written by the
+worker's acknowledgement of the task, in the same script (``task_finished`` is sent just
+before it, with the final result). With ``ENQUEUE_ON_COMMIT`` (default True) an
 enqueue inside a transaction happens when it commits, and ``get_result`` raises
 TaskResultDoesNotExist until then.
 """
@@ -37,7 +39,6 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .connection import get_redis
-from .connection import transaction as redis_transaction
 from .services.tasks import TaskQueue
 from .services.tasks.queue import new_task_id
 from .services.tasks.results import ttl_ms
@@ -152,8 +153,14 @@ class RedisTaskBackend(BaseTaskBackend):
 
 
 def save_result(queue: TaskQueue, result: TaskResult) -> None:
-    """Store ``result`` as JSON under its id for QUEUE_RESULT_TTL seconds; once finished,
-    with the token of its done list that the queue's ``Result.get()`` waits on."""
+    """Store ``result`` as JSON under its id for QUEUE_RESULT_TTL seconds (a result not
+    finished yet: a finished one is written by the worker's acknowledgement, with the
+    token of its done list that the queue's ``Result.get()`` waits on)."""
+    queue.client.set(queue.result_key(result.id), result_json(result), px=ttl_ms())
+
+
+def result_json(result: TaskResult) -> str:
+    """``result`` as the JSON the store keeps."""
     data = {
         "module_path": result.task.module_path,
         "queue_name": result.task.queue_name,
@@ -173,18 +180,7 @@ def save_result(queue: TaskQueue, result: TaskResult) -> None:
     for name in _DATES:
         value: datetime | None = getattr(result, name)
         data[name] = value.isoformat() if value else None
-    key, ttl = queue.result_key(result.id), ttl_ms()
-    if not result.is_finished:
-        queue.client.set(key, json.dumps(data), px=ttl)
-        return
-    done = queue.done_key(result.id)
-
-    def write(pipe: Any) -> None:
-        pipe.set(key, json.dumps(data), px=ttl)
-        pipe.rpush(done, 1)
-        pipe.pexpire(done, ttl)
-
-    redis_transaction(queue.client, key, write)
+    return json.dumps(data)
 
 
 def load_result(data: dict[str, Any]) -> TaskResult:
@@ -207,11 +203,16 @@ def load_result(data: dict[str, Any]) -> TaskResult:
     return result
 
 
-def run_task(record: dict[str, Any], worker_id: str, queue: TaskQueue) -> None:
+def run_task(
+    record: dict[str, Any], worker_id: str, queue: TaskQueue
+) -> tuple[str, Exception | None]:
     """Run a task enqueued through RedisTaskBackend (called by the worker).
 
-    Record RUNNING, then SUCCESSFUL with the return value or FAILED with the
-    error; re-raise the error so the queue lists the task as failed.
+    Record RUNNING; return the final result's JSON (SUCCESSFUL with the return value, or
+    FAILED with the error) and the error, which the worker raises so the queue lists
+    the task as failed. The worker writes that result with the task's acknowledgement,
+    in one script, as it does an ``@task``'s: never a finished result of a task that will
+    run again. ``task_finished`` is sent with the final result just before.
     """
     raw = queue.client.get(queue.result_key(record["id"]))
     if raw is None:  # expired while queued: start a fresh result under the same id
@@ -238,6 +239,7 @@ def run_task(record: dict[str, Any], worker_id: str, queue: TaskQueue) -> None:
     result.worker_ids.append(worker_id)
     save_result(queue, result)
     task_started.send(sender=sender, task_result=result)
+    error: Exception | None = None
     try:
         if result.task.takes_context:
             value = result.task.call(TaskContext(task_result=result), *result.args, **result.kwargs)
@@ -246,6 +248,7 @@ def run_task(record: dict[str, Any], worker_id: str, queue: TaskQueue) -> None:
         # Store what a reader gets back; a value JSON cannot hold fails the task.
         value = json.loads(json.dumps(value))
     except Exception as exc:
+        error = exc
         result.errors.append(
             TaskError(
                 exception_class_path=f"{type(exc).__module__}.{type(exc).__qualname__}",
@@ -253,13 +256,11 @@ def run_task(record: dict[str, Any], worker_id: str, queue: TaskQueue) -> None:
             )
         )
         _set(result, status=TaskResultStatus.FAILED, finished_at=timezone.now())
-        save_result(queue, result)
-        task_finished.send(sender=sender, task_result=result)
-        raise
-    _set(result, status=TaskResultStatus.SUCCESSFUL, finished_at=timezone.now())
-    object.__setattr__(result, "_return_value", value)
-    save_result(queue, result)
+    else:
+        _set(result, status=TaskResultStatus.SUCCESSFUL, finished_at=timezone.now())
+        object.__setattr__(result, "_return_value", value)
     task_finished.send(sender=sender, task_result=result)
+    return result_json(result), error
 
 
 def _set(result: TaskResult, **changes: Any) -> None:

@@ -350,7 +350,7 @@ def test_bulk_delete_counts_what_was_gone_and_refuses_bad_requests(admin_client)
     assert TaskQueue().counts()["failed"] == 0
     [left] = failed_tasks(1)
     refusals = {
-        "choose retry or delete": {"action": "purge", "ids": [left]},
+        "choose retry, cancel or delete": {"action": "purge", "ids": [left]},
         "no task was selected": {"action": "delete"},
         "at most 50 tasks": {"action": "delete", "ids": [f"t{n}" for n in range(51)]},
     }

@@ -182,7 +182,9 @@ def test_worker_json_counts_the_tasks_by_outcome(redis_client, capsys):
     record.enqueue_with(args=["b"], on_commit=False)
     fails_until_flag.enqueue_with(args=["c"], on_commit=False)
     report = json.loads(run(capsys, "rp_worker", "default", "--burst", "--json"))
-    assert report == {"tasks": 3, "done": 2, "retry": 0, "fail": 1, "expired": 0, "lost": 0}
+    assert report == {
+        "tasks": 3, "done": 2, "retry": 0, "fail": 1, "expired": 0, "cancelled": 0, "lost": 0
+    }  # fmt: skip
 
 
 def test_scheduler_json_reports_what_it_moved(redis_client, capsys):

@@ -1,4 +1,4 @@
-"""rp_queue: stats, lists, retry and delete by id or in bulk, purge, refusals."""
+"""rp_queue: stats, lists, retry and delete by id or in bulk, cancel, purge, refusals."""
 
 import json
 
@@ -107,3 +107,32 @@ def test_an_unknown_list_is_named_with_the_choices():
     # argparse's own refusal: exit 2 from the command line (call_command raises it as 1).
     with pytest.raises(CommandError, match="invalid choice: 'nope'"):
         call_command("rp_queue", "list", "--kind", "nope")
+
+
+def test_cancel_reports_what_each_cancel_did(capsys):
+    done = record.enqueue_with(args=["done"], on_commit=False)
+    waiting = record.enqueue_with(args=["waiting"], on_commit=False)
+    assert Worker(["default"]).run(max_tasks=1) == 1  # runs "done"
+    report = run_json(capsys, "cancel", waiting, done, "nope")
+    assert report == {
+        "cancelled": [waiting],
+        "aborting": [],
+        "finished": [done],
+        "unknown": ["nope"],
+    }
+    assert TaskQueue().result(waiting).state == "CANCELLED"
+    assert Worker(["default"]).run(burst=True) == 0
+    call_command("rp_queue", "cancel", done)
+    assert capsys.readouterr().out.strip() == f"finished: {done}"
+    # Nothing known: exit 1; a bad id: exit 2, before any id is cancelled.
+    with pytest.raises(CommandError) as unknown:
+        call_command("rp_queue", "cancel", "nope")
+    assert unknown.value.returncode == 1
+    kept = record.enqueue_with(args=["kept"], on_commit=False)
+    with pytest.raises(CommandError, match="task id") as bad:
+        call_command("rp_queue", "cancel", kept, "bad{id}")
+    assert bad.value.returncode == 2
+    assert TaskQueue().result(kept).state == "READY"
+    with pytest.raises(CommandError, match="ids") as none:
+        call_command("rp_queue", "cancel")
+    assert none.value.returncode == 2

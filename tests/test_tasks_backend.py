@@ -151,3 +151,31 @@ def test_a_higher_priority_goes_to_the_head_of_its_queue(redis_client):
     assert order == [high.id, first.id, low.id]
     Worker(["default"]).run(burst=True)
     assert add.get_result(high.id).return_value == 6
+
+
+def test_the_finished_result_is_written_with_the_acknowledgement(redis_client):
+    """Run but not acknowledged (its worker died there): RUNNING, and run again; the
+    acknowledgement writes the finished result and wakes the queue's waiters."""
+    from redisparts_app.services.tasks.pool import run_task
+
+    queue = TaskQueue()
+    result = add.enqueue(2, 3)
+    ((record, _),) = queue.claim(["default"], "w-unacked", 30, 1)
+    outcome = run_task(record, "w-unacked", queue)
+    assert outcome.outcome == "done"
+    assert add.get_result(result.id).status == TaskResultStatus.RUNNING
+    assert not redis_client.exists(queue.done_key(result.id))
+    assert queue.acknowledge([result.id], "w-unacked", results={result.id: outcome.result}) == []
+    stored = add.get_result(result.id)
+    assert (stored.status, stored.return_value) == (TaskResultStatus.SUCCESSFUL, 5)
+    assert queue.result(result.id).get(timeout=1) == 5
+    # Failed: the FAILED result comes with the failed registry's entry, in one script.
+    failed = boom.enqueue()
+    ((record, _),) = queue.claim(["default"], "w-unacked", 30, 1)
+    outcome = run_task(record, "w-unacked", queue)
+    assert outcome.outcome == "fail"
+    assert boom.get_result(failed.id).status == TaskResultStatus.RUNNING
+    assert queue.settle(failed.id, "w-unacked", "fail", outcome.payload, result=outcome.result)
+    assert boom.get_result(failed.id).status == TaskResultStatus.FAILED
+    with pytest.raises(TaskFailed):
+        queue.result(failed.id).get(timeout=1)

@@ -451,3 +451,22 @@ def test_a_worker_killed_mid_task_leaves_no_result_and_the_rerun_records_one(red
     assert (info.state, info.worker) == ("SUCCESSFUL", "second-worker")
     assert redis_client.lrange(TaskQueue().done_key(result), 0, -1) == [b"1"]
     assert TaskQueue().counts()["inflight"] == 0
+
+
+def test_a_quarantined_task_reads_failed_and_wakes_its_waiters(redis_client, face):
+    """Quarantined by the reaper (its worker died on its last delivery): terminal."""
+    queue = TaskQueue()
+    result = counted.enqueue("poison")
+    assert queue.claim(["default"], "w-dead", 0.01, 1)  # a lease that ends at once
+    time.sleep(0.05)
+    assert queue.reap(max_deliveries=1)[1] == 1
+    with pytest.raises(TaskFailed) as caught:
+        face(result).get(timeout=1)
+    assert caught.value.error_type == "Quarantined"
+    assert "delivered 1 times without finishing" in caught.value.error_message
+    assert face(result).info().state == "FAILED"
+    # Requeued, it is waited for again, and its new run's result is the one kept.
+    queue.requeue(result)
+    assert result.state == "READY"
+    run_all()
+    assert result.get(timeout=1) == "poison"

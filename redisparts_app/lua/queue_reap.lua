@@ -8,7 +8,8 @@
 -- ARGV[1] max deliveries   ARGV[2] most tasks to reap   ARGV[3] wake list length cap
 -- ARGV[4] ms without a heartbeat after which a worker is dead   ARGV[5..] queue names,
 -- one per KEYS[9..]
--- Returns {requeued, quarantined, ms until the next lease deadline or -1 when none}.
+-- Returns {requeued, the ids quarantined, ms until the next lease deadline or -1 when
+-- none}; the caller records their results (queue_quarantined.lua).
 -- A task whose queue is not among KEYS stays in flight for a later call that knows it.
 -- Only workers that beat (are in KEYS[8]) are judged by their heartbeat; the tasks of any
 -- holder also come back when their lease ends. A dead worker is forgotten once it holds
@@ -43,7 +44,7 @@ if any_dead then
     end
   end
 end
-local requeued, quarantined = 0, 0
+local requeued, quarantined = 0, {}
 for _, id in ipairs(candidates) do
   local body = redis.call('hget', KEYS[1], id)
   local worker = redis.call('hget', KEYS[3], id) or ''
@@ -63,7 +64,7 @@ for _, id in ipairs(candidates) do
           reason = 'delivered ' .. deliveries .. ' times without finishing; the last worker ('
             .. worker .. ') stopped holding its lease',
           traceback = '', at = now / 1000}))
-        quarantined = quarantined + 1
+        quarantined[#quarantined + 1] = id
       else
         redis.call('lpush', queue_key, id)
         redis.call('lpush', KEYS[7], 1)

@@ -240,6 +240,9 @@ ACCESS: dict[str, Entry] = {
     "admin/redisparts_app/redisparts/tasks/<str:group>/<str:task_id>/delete/": staff_action(
         f"{RP}/tasks/default/{{task}}/delete/", {}
     ),
+    "admin/redisparts_app/redisparts/tasks/<str:group>/<str:task_id>/cancel/": staff_action(
+        f"{RP}/tasks/default/{{task}}/cancel/", {}
+    ),
     "admin/redisparts_app/redisparts/bulk-actions/<str:group>/": staff_action(
         f"{RP}/bulk-actions/default/", {"action": "delete", "ids": "t1"}, done=200
     ),  # the page that asks first

@@ -125,7 +125,8 @@ FIELDS = [
     Field("admin", f"{RP}/geoip/", {}, "ip", "GET"),
     *(Field("admin", f"{RP}/{page}/", {}, "page", "GET") for page in ("market", "presence")),
     *(
-        Field("admin", f"{RP}/bulk-actions/default/", {"action": "delete", **base}, "ids")
+        Field("admin", f"{RP}/bulk-actions/default/", {"action": action, **base}, "ids")
+        for action in ("delete", "cancel")
         for base in ({}, {"confirmed": "yes"})
     ),
     Field("admin", f"{RP}/bulk-actions/default/", {"ids": "t1", "confirmed": "yes"}, "action"),

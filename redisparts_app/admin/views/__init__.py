@@ -35,6 +35,7 @@ ROUTES: list[Route] = [
     ("tasks/<str:group>/<str:task_id>/", tasks.task, "task"),
     ("tasks/<str:group>/<str:task_id>/retry/", tasks.retry, "task_retry"),
     ("tasks/<str:group>/<str:task_id>/delete/", tasks.delete, "task_delete"),
+    ("tasks/<str:group>/<str:task_id>/cancel/", tasks.cancel, "task_cancel"),
     ("bulk-actions/<str:group>/", tasks.bulk, "task_bulk"),
     ("schedules/", schedules.schedule_list, "schedules"),
     ("schedules/<str:name>/", schedules.schedule_action, "schedule_action"),

@@ -1,4 +1,5 @@
-"""Task queues: lengths and a peek per queue, the task lists, one task, retry and delete."""
+"""Task queues: lengths and a peek per queue, the task lists, one task, retry, cancel and
+delete."""
 
 import json
 import time
@@ -17,13 +18,14 @@ from django.urls import reverse
 
 from ...exceptions import RedisPartsError, TaskNotFound
 from ...services import figures
-from ...services.tasks import TaskInfo, TaskQueue, queue_groups
+from ...services.tasks import Cancel, TaskInfo, TaskQueue, queue_groups
 from .paging import TASKS_PER_PAGE, offset_page
 
 __all__ = [
     "BULK_LIMIT",
     "TASK_LISTS",
     "bulk",
+    "cancel",
     "delete",
     "peek",
     "queues",
@@ -51,8 +53,16 @@ TASK_LISTS = {
 BULK_ACTIONS = {
     "failed": ("retry", "delete"),
     "quarantine": ("retry", "delete"),
-    "delayed": ("delete",),
-    "ready": ("delete",),
+    "delayed": ("cancel", "delete"),
+    "ready": ("cancel", "delete"),
+    "inflight": ("cancel",),
+}
+# What a cancel did, as the admin says it.
+CANCELLED_SAYS = {
+    Cancel.CANCELLED: "cancelled: it will not run",
+    Cancel.ABORTING: "is running: asked to stop (ended after the grace period)",
+    Cancel.FINISHED: "had already ended: nothing done",
+    Cancel.UNKNOWN: "is not known (or ended keeping no result): nothing done",
 }
 BULK_LIMIT = TASKS_PER_PAGE  # a bulk action acts on at most one page of tasks
 
@@ -182,8 +192,15 @@ def delete(
     return _task_action(model_admin, request, group, task_id, "delete")
 
 
+def cancel(
+    model_admin: "RedisPartsAdmin", request: HttpRequest, group: str, task_id: str
+) -> HttpResponse:
+    return _task_action(model_admin, request, group, task_id, "cancel")
+
+
 def bulk(model_admin: "RedisPartsAdmin", request: HttpRequest, group: str) -> HttpResponse:
-    """Retry or delete the chosen tasks: a page listing them asks first, then each is done.
+    """Retry, cancel or delete the chosen tasks: a page listing them asks first, then each
+    is done.
 
     A task that finished, moved or vanished meanwhile is counted, not an error.
     """
@@ -194,8 +211,8 @@ def bulk(model_admin: "RedisPartsAdmin", request: HttpRequest, group: str) -> Ht
     back = _back(request, queue)
     action = request.POST.get("action", "")
     ids = list(dict.fromkeys(request.POST.getlist("ids")))  # once each, in the order given
-    if action not in ("retry", "delete"):
-        messages.error(request, "Nothing done: choose retry or delete.")
+    if action not in ("retry", "cancel", "delete"):
+        messages.error(request, "Nothing done: choose retry, cancel or delete.")
         return HttpResponseRedirect(back)
     if not ids:
         messages.error(request, "Nothing done: no task was selected.")
@@ -215,6 +232,8 @@ def bulk(model_admin: "RedisPartsAdmin", request: HttpRequest, group: str) -> Ht
                 "back": back,
             },
         )
+    if action == "cancel":
+        return _bulk_cancel(request, queue, ids, back)
     act = queue.requeue if action == "retry" else queue.delete
     done, missing, refused = 0, 0, []
     for task_id in ids:
@@ -230,6 +249,27 @@ def bulk(model_admin: "RedisPartsAdmin", request: HttpRequest, group: str) -> Ht
     if missing:
         summary += f"; {missing} no longer there" + (" to retry" if action == "retry" else "")
     (messages.success if done else messages.error)(request, summary + ".")
+    for reason in refused[:3]:
+        messages.error(request, f"Refused: {reason}")
+    return HttpResponseRedirect(back)
+
+
+def _bulk_cancel(request: HttpRequest, queue: TaskQueue, ids: list[str], back: str) -> HttpResponse:
+    said: dict[Cancel, int] = dict.fromkeys(Cancel, 0)
+    refused = []
+    for task_id in ids:
+        try:
+            said[queue.cancel(task_id)] += 1
+        except (RedisPartsError, ValueError) as exc:
+            refused.append(str(exc))
+    cancelled, aborting = said[Cancel.CANCELLED], said[Cancel.ABORTING]
+    summary = f"{cancelled} task{'s' if cancelled != 1 else ''} cancelled"
+    if aborting:
+        summary += f"; {aborting} running, asked to stop"
+    gone = said[Cancel.FINISHED] + said[Cancel.UNKNOWN]
+    if gone:
+        summary += f"; {gone} already ended or no longer there"
+    (messages.success if cancelled or aborting else messages.error)(request, summary + ".")
     for reason in refused[:3]:
         messages.error(request, f"Refused: {reason}")
     return HttpResponseRedirect(back)
@@ -262,6 +302,12 @@ def _task_action(
         if action == "retry":
             queue.requeue(task_id)
             messages.success(request, f"Task {task_id} is back in its queue.")
+        elif action == "cancel":
+            said = queue.cancel(task_id)
+            acted = said in (Cancel.CANCELLED, Cancel.ABORTING)
+            (messages.success if acted else messages.error)(
+                request, f"Task {task_id} {CANCELLED_SAYS[said]}."
+            )
         else:
             queue.delete(task_id)
             messages.success(request, f"Task {task_id} deleted.")

@@ -5,9 +5,10 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from redisparts_app.exceptions import TaskNotFound
+from redisparts_app.exceptions import InvalidTask, TaskNotFound
+from redisparts_app.keys import validate_key_part
 from redisparts_app.management.base import RedisCommand
-from redisparts_app.services.tasks import TaskInfo, TaskQueue, queue_groups
+from redisparts_app.services.tasks import Cancel, TaskInfo, TaskQueue, queue_groups
 
 # The lists besides the queues, each paged by the TaskQueue method of its name.
 LISTS = ("delayed", "inflight", "failed", "quarantined")
@@ -17,15 +18,20 @@ PAGE = 500  # tasks read per call when an action goes through a whole list
 class Command(RedisCommand):
     help = (
         "Look at and act on the task queues: stats, list (ready, delayed, inflight, failed, "
-        "quarantined), retry or delete failed and quarantined tasks by id or in bulk, purge "
-        "a queue's ready tasks."
+        "quarantined), retry or delete failed and quarantined tasks by id or in bulk, cancel "
+        "tasks by id (waiting: never run; running: asked to stop), purge a queue's ready tasks."
     )
     reports = True
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("action", choices=["stats", "list", "retry", "delete", "purge"])
         parser.add_argument(
-            "ids", nargs="*", metavar="ID", help="retry, delete: the failed or quarantined tasks"
+            "action", choices=["stats", "list", "retry", "delete", "cancel", "purge"]
+        )
+        parser.add_argument(
+            "ids",
+            nargs="*",
+            metavar="ID",
+            help="retry, delete: the failed or quarantined tasks; cancel: the tasks",
         )
         parser.add_argument("--group", help="queue group (stats: every group by default)")
         parser.add_argument(
@@ -45,8 +51,11 @@ class Command(RedisCommand):
     def handle(
         self, *args: Any, action: str, group: str | None, as_json: bool, **opts: Any
     ) -> None:
-        if opts["ids"] and action not in ("retry", "delete"):
+        if opts["ids"] and action not in ("retry", "delete", "cancel"):
             raise CommandError(f"{action} takes no task ids", returncode=2)
+        if action == "cancel":
+            self._cancel(group, opts["ids"], as_json)
+            return
         client = self.connect()
         if action == "stats":
             groups = [group] if group else queue_groups(client=client, with_default=True)
@@ -78,6 +87,29 @@ class Command(RedisCommand):
             text += f" Not {where} (any more): {', '.join(done['not_found'])}."
         self.report(done, as_json=as_json, text=text)
         if done["not_found"] and not done["done"]:
+            raise CommandError("no task was found", returncode=1)
+
+    def _cancel(self, group: str | None, ids: list[str], as_json: bool) -> None:
+        """Cancel each task; report what each cancel did (exit 1 if none was known)."""
+        if not ids:
+            raise CommandError("cancel needs the ids of the tasks", returncode=2)
+        for task_id in ids:  # every id checked before any is cancelled
+            try:
+                validate_key_part(task_id, "task id")
+            except ValueError as exc:
+                raise CommandError(str(exc), returncode=2) from exc
+        queue = TaskQueue(group, client=self.connect())
+        said: dict[str, list[str]] = {str(outcome): [] for outcome in Cancel}
+        for task_id in dict.fromkeys(ids):
+            try:
+                said[queue.cancel(task_id)].append(task_id)
+            except InvalidTask as exc:
+                raise CommandError(str(exc), returncode=2) from exc
+        text = "\n".join(
+            f"{outcome}: {', '.join(found)}" for outcome, found in said.items() if found
+        )
+        self.report(said, as_json=as_json, text=text)
+        if len(said[Cancel.UNKNOWN]) == len(set(ids)):
             raise CommandError("no task was found", returncode=1)
 
     def _chosen(self, queue: TaskQueue, opts: dict[str, Any]) -> list[str]:

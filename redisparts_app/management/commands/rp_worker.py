@@ -10,7 +10,7 @@ from redisparts_app.services.tasks import Worker
 from redisparts_app.services.tasks.worker import logger
 
 # How a task ended, as Worker.on_finished names it.
-OUTCOMES = ("done", "retry", "fail", "expired", "lost")
+OUTCOMES = ("done", "retry", "fail", "expired", "cancelled", "lost")
 
 
 class Command(RedisCommand):

@@ -10,6 +10,7 @@ a failed registry and quarantine, with at-least-once delivery.
     send_sold_email.enqueue_in(30, 7, "sword", 120, 9)  # due in 30 s
     await send_sold_email.aenqueue(7, "sword", 120, 9)  # on asyncio: pushed at once
     send_sold_email.enqueue(7, "sword", 120, 9).get(timeout=10)  # a Result; see results.py
+    cancel(task_id)  # Cancel.CANCELLED: it never runs; ABORTING: see aborted()
 
 Run ``manage.py rp_worker email default`` (queues in priority order; ``--concurrency``,
 ``--pool``, ``--time-limit``) and ``manage.py rp_scheduler``. ``TaskQueue`` (queue.py)
@@ -23,11 +24,12 @@ from typing import Any
 
 from .queue import TaskInfo, TaskQueue, queue_groups
 from .registry import Task, get_task, registered_names, task
-from .results import Progress, Result, ResultInfo, aprogress, progress
+from .results import Cancel, Progress, Result, ResultInfo, aborted, aprogress, progress
 from .schedules import periodic
 from .worker import Scheduler, Worker
 
 __all__ = [
+    "Cancel",
     "Progress",
     "Result",
     "ResultInfo",
@@ -36,8 +38,11 @@ __all__ = [
     "TaskInfo",
     "TaskQueue",
     "Worker",
+    "aborted",
+    "acancel",
     "aenqueue",
     "aprogress",
+    "cancel",
     "enqueue",
     "get_task",
     "periodic",
@@ -58,3 +63,13 @@ async def aenqueue(
 ) -> Result:
     """The async twin of ``enqueue`` (``TaskQueue.aenqueue``: pushed at once)."""
     return await TaskQueue(group, client=client).aenqueue(name, **options)
+
+
+def cancel(task_id: str, *, group: str | None = None, client: Any = None) -> Cancel:
+    """Cancel the task ``task_id`` of ``group`` (``TaskQueue.cancel``); return a ``Cancel``."""
+    return TaskQueue(group, client=client).cancel(task_id)
+
+
+async def acancel(task_id: str, *, group: str | None = None, client: Any = None) -> Cancel:
+    """The async twin of ``cancel``."""
+    return await TaskQueue(group, client=client).acancel(task_id)

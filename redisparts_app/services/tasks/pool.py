@@ -27,6 +27,15 @@ Time limits, in seconds:
 
 A prefork child whose worker died (SIGKILL) exits within half a second, so it does not
 go on running the task the reaper gives to another worker.
+
+Cancellation of a running task (``TaskQueue.cancel``): the worker's heartbeat reads the
+task's abort mark and calls ``Pool.abort``, which sets the task's flag (``aborted()``
+reads it: an attribute, or in a prefork child a byte of memory shared with the worker,
+set by the worker's main thread). QUEUE_CANCEL_GRACE seconds later the pool
+ends the task as the hard time limit does in prefork (the child is killed), and with an
+asynchronous ``TaskAborted`` in ``threads`` and ``solo`` (as the soft limit is raised:
+code blocked in C sees it once it returns to Python). A task that saw the flag, or
+ended by an exception once it was set, is recorded CANCELLED and not retried.
 """
 
 import asyncio
@@ -36,6 +45,7 @@ import ctypes
 import inspect
 import json
 import logging
+import math
 import multiprocessing
 import os
 import signal
@@ -52,7 +62,7 @@ from django.dispatch import Signal
 from django.utils.module_loading import import_string
 
 from ...conf import app_settings
-from ...exceptions import SoftTimeLimitExceeded
+from ...exceptions import SoftTimeLimitExceeded, TaskAborted
 from . import results
 from .registry import get_task
 
@@ -88,9 +98,11 @@ class UnknownTask(Exception):
 
 @dataclass(frozen=True)
 class Outcome:
-    """How a run ended: ``done``, ``expired`` (not run), ``retry`` (payload: the updated
-    record, after ``delay`` seconds) or ``fail`` (payload: the error), how long it ran,
-    and the result JSON to record with it (None: a retry, or no result kept)."""
+    """How a run ended: ``done``, ``expired`` (not run), ``cancelled`` (aborted, or not
+    started once a cancel marked it), ``retry`` (payload: the updated record, after
+    ``delay`` seconds) or ``fail`` (payload: the error), how long it ran, and the result
+    JSON to record with it (None: a retry, or no result kept); ``cancelled``: for a
+    retry, the CANCELLED result to record instead if a cancel marked the task."""
 
     record: dict[str, Any]
     outcome: str
@@ -98,6 +110,7 @@ class Outcome:
     delay: float = 0.0
     seconds: float = 0.0
     result: str | None = None
+    cancelled: str | None = None
 
 
 def time_limits(record: dict[str, Any], soft: float | None, hard: float | None) -> tuple:
@@ -118,10 +131,12 @@ def keeps_result(record: dict[str, Any]) -> bool:
     return registered is None or registered.result
 
 
-def run_task(record: dict[str, Any], worker_id: str, queue: Any) -> Outcome:
+def run_task(record: dict[str, Any], worker_id: str, queue: Any, abort: Any = None) -> Outcome:
     """Run one task record in this thread; never raises for the task's own errors.
 
     A task past its ``expires_at`` (host clock) is not run: its outcome is ``expired``.
+    ``abort``: the task's abort flag (``is_set()``), already set for a task a cancel
+    marked before it started, which is then not run.
     """
     keep = keeps_result(record)
     expires_at = record.get("expires_at")
@@ -129,11 +144,13 @@ def run_task(record: dict[str, Any], worker_id: str, queue: Any) -> Outcome:
         expired = results.encode(record, results.EXPIRED, worker_id, finished=now)
         return Outcome(record, "expired", result=expired if keep else None)
     start = time.perf_counter()
-    run = results.Running(queue, record, worker_id, time.time(), keep)
+    run = results.Running(queue, record, worker_id, time.time(), keep, abort=abort)
+    if run.aborted:
+        return Outcome(record, "cancelled", result=cancelled_result(run, ran=False))
     task_started.send(sender=Outcome, record=record)
     try:
         with results.running(run):
-            value = _call(record, worker_id, queue)
+            value = _call(run)
         # A value JSON cannot hold fails the task, as the Tasks backend's.
         value_json = _ENCODER.encode(value) if keep else "null"
     except UnknownTask:
@@ -149,13 +166,35 @@ def run_task(record: dict[str, Any], worker_id: str, queue: Any) -> Outcome:
         return _with_result(outcome, worker_id, run, path, str(exc))
     finally:
         task_finished.send(sender=Outcome, record=record)
+    seconds = time.perf_counter() - start
+    if run.final is not None:  # another kind's run (the Tasks backend's) made its result
+        return Outcome(record, "done", None, 0.0, seconds, run.final)
+    if run.noticed:  # it saw the cancel, and stopped: whatever it returned, cancelled
+        return Outcome(record, "cancelled", None, 0.0, seconds, cancelled_result(run, value_json))
     done = None
     if keep:
         done = results.encode(
             record, results.SUCCESSFUL, worker_id, started=run.started, finished=time.time(),
             value_json=value_json, progress=run.last,
         )  # fmt: skip
-    return Outcome(record, "done", None, 0.0, time.perf_counter() - start, done)
+    return Outcome(record, "done", None, 0.0, seconds, done)
+
+
+def cancelled_result(
+    run: "results.Running",
+    value_json: str = "null",
+    error: dict[str, Any] | None = None,
+    *,
+    ran: bool = True,
+) -> str | None:
+    """The CANCELLED result of ``run`` (None when its task keeps no result); ``ran``
+    False: it was never started."""
+    if not run.keep:
+        return None
+    return results.encode(
+        run.record, results.CANCELLED, run.worker_id, started=run.started if ran else None,
+        finished=time.time(), value_json=value_json, error=error, progress=run.last,
+    )  # fmt: skip
 
 
 # Return values as the result keeps them: compact, and no NaN (not JSON).
@@ -170,13 +209,28 @@ def _with_result(
     message: str | None = None,
 ) -> Outcome:
     """``outcome`` with its FAILED result when it is a failure for good of a task that
-    keeps results (``message``: the error's, else what follows the type in the reason)."""
+    keeps results (``message``: the error's, else what follows the type in the reason).
+
+    A task that failed once cancelled (it saw the cancel, or its flag was set) is
+    cancelled instead, the error in its result, and not retried; a retry carries the
+    CANCELLED result the settle script records if a cancel came meanwhile.
+    """
+    payload = outcome.payload or {}
+    if message is None:  # a retry's payload is the record, with the error's reason
+        reason = payload.get("reason") or payload.get("last_error") or ""
+        message = reason.partition(": ")[2] or reason
+    error = {"type": error_type, "message": message, "traceback": payload.get("traceback", "")}
+    if run.aborted or error_type.endswith("TaskAborted"):
+        return replace(
+            outcome, outcome="cancelled", payload=None, delay=0.0,
+            result=cancelled_result(run, error=error),
+        )  # fmt: skip
+    if outcome.outcome == "retry":
+        return replace(outcome, cancelled=cancelled_result(run, error=error))
+    if outcome.outcome == "fail" and run.final is not None:  # the Tasks backend's FAILED
+        return replace(outcome, result=run.final)
     if outcome.outcome != "fail" or not run.keep:
         return outcome
-    payload = outcome.payload or {}
-    if message is None:
-        message = payload.get("reason", "").partition(": ")[2] or payload.get("reason", "")
-    error = {"type": error_type, "message": message, "traceback": payload.get("traceback", "")}
     failed = results.encode(
         outcome.record, results.FAILED, worker_id, started=run.started, finished=time.time(),
         error=error, progress=run.last,
@@ -184,10 +238,14 @@ def _with_result(
     return replace(outcome, result=failed)
 
 
-def _call(record: dict[str, Any], worker_id: str, queue: Any) -> Any:
+def _call(run: "results.Running") -> Any:
+    record = run.record
     kind = record.get("kind", "task")
     if kind != "task":
-        import_string(KIND_RUNNERS[kind])(record, worker_id, queue)
+        # The runner returns the result JSON to record with the acknowledgement.
+        run.final, error = import_string(KIND_RUNNERS[kind])(record, run.worker_id, run.queue)
+        if error is not None:
+            raise error
         return None
     registered = get_task(record["name"])
     if registered is None:
@@ -228,15 +286,15 @@ def _raise_soft_limit(signum: int, frame: Any) -> None:
 
 
 def run_with_alarm(
-    record: dict[str, Any], worker_id: str, queue: Any, soft: float | None
+    record: dict[str, Any], worker_id: str, queue: Any, soft: float | None, abort: Any = None
 ) -> Outcome:
     """``run_task`` with the soft limit as SIGALRM (the main thread of a process only)."""
     if not soft:
-        return run_task(record, worker_id, queue)
+        return run_task(record, worker_id, queue, abort)
     previous = signal.signal(signal.SIGALRM, _raise_soft_limit)
     signal.setitimer(signal.ITIMER_REAL, soft)
     try:
-        return run_task(record, worker_id, queue)
+        return run_task(record, worker_id, queue, abort)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -255,6 +313,15 @@ class Pool:
         self.soft, self.hard = soft, hard
         # Task id -> monotonic hard deadline, for the heartbeat (no renewal past it).
         self.deadlines: dict[str, float] = {}
+        # Task id -> monotonic end of its grace, for the tasks a cancel asked to stop.
+        self.aborts: dict[str, float] = {}
+        self.grace = float(app_settings.QUEUE_CANCEL_GRACE)
+        # For the pools that run tasks in this process: task id -> its abort flag and
+        # the thread running it; the ids TaskAborted was raised in. Under _lock.
+        self._lock = threading.Lock()
+        self._flags: dict[str, _Flag] = {}
+        self._threads: dict[str, int] = {}
+        self._raised: set[str] = set()
 
     @property
     def busy(self) -> int:
@@ -284,13 +351,78 @@ class Pool:
 
     def _ended(self, outcome: Outcome) -> Outcome:
         self.deadlines.pop(outcome.record["id"], None)
+        self.aborts.pop(outcome.record["id"], None)
         return outcome
+
+    def abort(self, task_id: str) -> None:
+        """Ask a task of this worker to stop (a cancel; called by the heartbeat): its
+        flag now (or as it starts), its end once QUEUE_CANCEL_GRACE seconds passed."""
+        with self._lock:
+            if task_id in self.aborts:
+                return
+            self.aborts[task_id] = time.monotonic() + self.grace
+            flag = self._flags.get(task_id)
+        if flag is not None:
+            flag.set()
+
+    def end_aborted(self) -> None:
+        """Raise TaskAborted in the threads running a task past its grace (called by
+        the heartbeat; the prefork pool kills its children in ``wait`` instead)."""
+        now = time.monotonic()
+        with self._lock:
+            for task_id, thread_id in self._threads.items():
+                if self.aborts.get(task_id, math.inf) <= now and task_id not in self._raised:
+                    self._raised.add(task_id)
+                    logger.error("task %s: cancelled, and its grace ended: aborting it", task_id)
+                    _async_raise(thread_id, TaskAborted)
+
+    def _run_here(self, record: dict[str, Any], run: Callable[[Any], Outcome]) -> Outcome:
+        """``run(abort flag)`` in this thread, where ``end_aborted`` may raise TaskAborted."""
+        task_id, thread_id, flag = record["id"], threading.get_ident(), _Flag()
+        with self._lock:
+            self._flags[task_id], self._threads[task_id] = flag, thread_id
+            if task_id in self.aborts:
+                flag.set()
+        try:
+            return run(flag)
+        except TaskAborted:  # raised between the task's end and here: it stopped
+            cancelled = results.Running(self.queue, record, self.worker_id, time.time(),
+                                        keeps_result(record), abort=flag)  # fmt: skip
+            return Outcome(record, "cancelled", result=cancelled_result(cancelled))
+        finally:
+            while True:  # a TaskAborted raised too late lands here, or is dropped
+                try:
+                    with self._lock:
+                        self._flags.pop(task_id, None)
+                        self._threads.pop(task_id, None)
+                        if task_id in self._raised:
+                            self._raised.discard(task_id)
+                            _async_raise(thread_id, None)
+                    break
+                except TaskAborted:
+                    continue
 
     def overdue(self) -> set[str]:
         """Ids of the running tasks past their hard limit."""
         now = time.monotonic()
         # A copy: the heartbeat thread asks while the worker's thread changes the dict.
         return {task_id for task_id, deadline in list(self.deadlines.items()) if deadline <= now}
+
+
+class _Flag:
+    """A task's abort flag in this process: one attribute (a threading.Event costs a
+    task several times more to make, and no one waits on it)."""
+
+    __slots__ = ("on",)
+
+    def __init__(self) -> None:
+        self.on = False
+
+    def set(self) -> None:
+        self.on = True
+
+    def is_set(self) -> bool:
+        return self.on
 
 
 class SoloPool(Pool):
@@ -310,11 +442,16 @@ class SoloPool(Pool):
     def submit(self, record: dict[str, Any]) -> None:
         soft, _ = self._limits(record)
         self._running = 1
+        main = threading.current_thread() is threading.main_thread()
         try:
-            if threading.current_thread() is threading.main_thread():
-                outcome = run_with_alarm(record, self.worker_id, self.queue, soft)
-            else:
-                outcome = run_task(record, self.worker_id, self.queue)
+            outcome = self._run_here(
+                record,
+                lambda abort: (
+                    run_with_alarm(record, self.worker_id, self.queue, soft, abort)
+                    if main
+                    else run_task(record, self.worker_id, self.queue, abort)
+                ),
+            )
         finally:
             self._running = 0
         self._ended_runs.append(self._ended(outcome))
@@ -344,11 +481,13 @@ class ThreadPool(Pool):
         timer = None
         if soft:
             thread_id = threading.get_ident()
-            timer = threading.Timer(soft, _async_raise, (thread_id,))
+            timer = threading.Timer(soft, _async_raise, (thread_id, SoftTimeLimitExceeded))
             timer.daemon = True
             timer.start()
         try:
-            return run_task(record, self.worker_id, self.queue)
+            return self._run_here(
+                record, lambda abort: run_task(record, self.worker_id, self.queue, abort)
+            )
         finally:
             if timer is not None:
                 timer.cancel()
@@ -366,10 +505,11 @@ class ThreadPool(Pool):
         self._executor.shutdown(wait=not kill, cancel_futures=True)
 
 
-def _async_raise(thread_id: int) -> None:
-    """Raise SoftTimeLimitExceeded in the thread ``thread_id`` at its next bytecode."""
+def _async_raise(thread_id: int, exception: type[BaseException] | None) -> None:
+    """Raise ``exception`` in the thread ``thread_id`` at its next bytecode (None: drop
+    one raised that has not landed yet)."""
     ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread_id), ctypes.py_object(SoftTimeLimitExceeded)
+        ctypes.c_ulong(thread_id), None if exception is None else ctypes.py_object(exception)
     )
 
 
@@ -378,7 +518,12 @@ class _Child:
 
     def __init__(self, context: Any, target: Callable[..., None], args: tuple) -> None:
         self.connection, child_end = context.Pipe()
-        self.process = context.Process(target=target, args=(child_end, *args), daemon=True)
+        # The running task's abort flag: a byte shared with the child, written by the
+        # worker's main thread only (which alone knows which task the child runs).
+        self.abort = context.RawValue("b", 0)
+        self.process = context.Process(
+            target=target, args=(child_end, self.abort, *args), daemon=True
+        )
         self.process.start()
         child_end.close()
         self.record: dict[str, Any] | None = None
@@ -415,14 +560,29 @@ class PreforkPool(Pool):
         child = next(child for child in self._children if child.record is None)
         soft, _ = self._limits(record)
         child.record, child.started = record, time.monotonic()
+        child.abort.value = 1 if record["id"] in self.aborts else 0
         child.connection.send((record, soft))
+
+    def _ending(self) -> set[str]:
+        """Ids past their hard limit or their cancel's grace; flags the cancelled."""
+        now = time.monotonic()
+        ending = self.overdue()
+        for child in self._children:
+            if child.record is not None and child.record["id"] in self.aborts:
+                child.abort.value = 1
+                if self.aborts[child.record["id"]] <= now:
+                    ending.add(child.record["id"])
+        return ending
 
     def wait(self, timeout: float) -> list[Outcome]:
         busy = {child.connection: child for child in self._children if child.record is not None}
         if not busy:
             return []
-        overdue = self.overdue()
-        deadlines = list(self.deadlines.values())
+        overdue = self._ending()
+        # The graces of the running tasks only (a task a cancel marked may wait its turn).
+        running = [child.record["id"] for child in busy.values() if child.record is not None]
+        graces = [self.aborts[task_id] for task_id in running if task_id in self.aborts]
+        deadlines = list(self.deadlines.values()) + graces
         if deadlines:
             timeout = max(0.0, min(timeout, min(deadlines) - time.monotonic()))
         ended: list[Outcome] = []
@@ -436,8 +596,9 @@ class PreforkPool(Pool):
                     continue
                 child.record = None
                 ended.append(self._ended(outcome))
+        overdue = self._ending()
         for child in self._children:
-            if child.record is not None and child.record["id"] in self.overdue():
+            if child.record is not None and child.record["id"] in overdue:
                 ended.append(self._replace(child, self._killed(child)))
         return ended
 
@@ -445,6 +606,11 @@ class PreforkPool(Pool):
         assert child.record is not None
         _, hard = time_limits(child.record, self.soft, self.hard)
         child.process.kill()
+        if child.record["id"] in self.aborts:
+            return (
+                f"TaskAborted: cancelled, and its grace ({self.grace:g} s) ended; "
+                "the process was killed"
+            )
         return f"TimeLimitExceeded: hard time limit ({hard:g} s) exceeded; the process was killed"
 
     def _died(self, child: _Child) -> str:
@@ -462,7 +628,10 @@ class PreforkPool(Pool):
         logger.error("task %s (%s): %s", record["id"], record["name"], reason)
         outcome = Outcome(record, *failure(record, reason), time.monotonic() - child.started)
         started = time.time() - outcome.seconds
-        run = results.Running(self.queue, record, self.worker_id, started, keeps_result(record))
+        run = results.Running(
+            self.queue, record, self.worker_id, started, keeps_result(record),
+            abort=_SharedFlag(child.abort),
+        )  # fmt: skip
         # No exception class: the reason's first word names what happened.
         error_type = reason.partition(":")[0]
         return self._ended(_with_result(outcome, self.worker_id, run, error_type))
@@ -483,7 +652,19 @@ class PreforkPool(Pool):
         self._children = []
 
 
-def _child_main(connection: Connection, parent: int, worker_id: str, queue: Any) -> None:
+class _SharedFlag:
+    """A prefork child's view of its abort flag, as ``aborted()`` asks it."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def is_set(self) -> bool:
+        return bool(self.value.value)
+
+
+def _child_main(
+    connection: Connection, abort: Any, parent: int, worker_id: str, queue: Any
+) -> None:
     """A prefork child: run the tasks the worker sends until told to stop or orphaned."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the worker's to handle
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -496,7 +677,7 @@ def _child_main(connection: Connection, parent: int, worker_id: str, queue: Any)
         if message is None:
             break
         record, soft = message
-        connection.send(run_with_alarm(record, worker_id, queue, soft))
+        connection.send(run_with_alarm(record, worker_id, queue, soft, _SharedFlag(abort)))
     connection.close()
 
 

@@ -15,6 +15,8 @@ Keys, all ``<prefix>:queue:{<group>}:<role>``:
   done or has failed for good (at most its TTL)
 - ``result:<id>`` result JSON and ``done:<id>`` a token once the task ended, both with
   a TTL (results.py; the Django Tasks backend keeps its results at the same key)
+- ``abort:<id>`` set by a cancel of a running task, with the result's TTL: read by its
+  worker's heartbeat (``cancel``)
 
 Times passed in are seconds; scripts use the Redis server's clock (TIME), so
 hosts with skewed clocks agree on due times and lease deadlines.
@@ -406,6 +408,10 @@ class TaskQueue:
         """The list a task's waiters block on (``results.py``)."""
         return make_key(COMPONENT, self.group, "done", validate_key_part(task_id, "task id"))
 
+    def abort_key(self, task_id: str) -> str:
+        """The mark a cancel of a running task sets for its worker (``cancel``)."""
+        return make_key(COMPONENT, self.group, "abort", validate_key_part(task_id, "task id"))
+
     def result(self, task_id: str) -> Result:
         """The handle of the task ``task_id`` of this group, to read or wait for its result."""
         return Result(validate_key_part(task_id, "task id"), self)
@@ -576,7 +582,9 @@ class TaskQueue:
             task_id = validate_key_part(task_id, "task id")
             id_json = json.dumps(task_id)
             if kind == "task":  # the Tasks backend wrote this run's record already
-                stale = (self.result_key(task_id), self.done_key(task_id))
+                stale = (
+                    self.result_key(task_id), self.done_key(task_id), self.abort_key(task_id)
+                )  # fmt: skip
         now = time.time_ns() // 1000
         enqueued_at = _json_time(now)
         # "ready_at" is when it may run (the scheduler moves it then): a queue's backlog age
@@ -742,17 +750,35 @@ class TaskQueue:
         )
         return [task_id.decode() for task_id in lost]
 
-    def beat(self, worker_id: str, task_ids: Sequence[str], lease: float) -> list[str]:
+    def beat(
+        self, worker_id: str, task_ids: Sequence[str], lease: float
+    ) -> tuple[list[str], list[str]]:
         """A worker's heartbeat: record it alive and ``extend_all`` its tasks' leases.
 
         The reaper requeues every task of a worker that has not beaten for
-        QUEUE_WORKER_TIMEOUT seconds, whatever its lease. Return the lost ids.
+        QUEUE_WORKER_TIMEOUT seconds, whatever its lease. Return (the lost ids, the ids
+        of held tasks a cancel marked for abort).
         """
         keys = [self.key("inflight"), self.key("owners"), self.key("workers")]
-        lost = lua.script(self.client, "queue_extend")(
+        keys += [self.abort_key(task_id) for task_id in task_ids]
+        reply = lua.script(self.client, "queue_extend")(
             keys=keys, args=[worker_id, int(lease * 1000), *task_ids]
         )
-        return [task_id.decode() for task_id in lost]
+        if not task_ids:  # no abort marks given: the lost ids alone
+            return [task_id.decode() for task_id in reply], []
+        lost, aborting = reply
+        return [i.decode() for i in lost], [i.decode() for i in aborting]
+
+    def marked(self, task_ids: Sequence[str]) -> list[str]:
+        """The ids among ``task_ids`` a cancel marked for abort (one round trip)."""
+        if not task_ids:
+            return []
+        with on_slot(self.client, self.key("tasks")) as server:
+            pipe = server.pipeline(transaction=False)
+            for task_id in task_ids:
+                pipe.exists(self.abort_key(task_id))
+            found = pipe.execute()
+        return [task_id for task_id, mark in zip(task_ids, found, strict=True) if mark]
 
     def retire(self, worker_id: str) -> None:
         """Forget a worker's heartbeat (it stopped cleanly, holding nothing)."""
@@ -801,12 +827,15 @@ class TaskQueue:
         *,
         dedup_key: str | None = None,
         result: str | None = None,
+        cancelled: str | None = None,
     ) -> bool:
-        """Record ``done``, ``expired``, ``retry`` (payload: updated record, after ``delay``
-        s) or ``fail`` (payload: error) for a held task; False when the lease was lost.
+        """Record ``done``, ``expired``, ``cancelled`` (aborted), ``retry`` (payload:
+        updated record, after ``delay`` s) or ``fail`` (payload: error) for a held task;
+        False when the lease was lost.
 
         ``dedup_key``: the task's de-duplication key part, released unless retried.
-        ``result``: the task's result JSON, written in the same step.
+        ``result``: the task's result JSON, written in the same step; ``cancelled``: for
+        a retry, the CANCELLED result recorded instead if a cancel marked the task.
         """
         keys = [
             self.key(role)
@@ -815,11 +844,11 @@ class TaskQueue:
                 "delayed", "failed", "errors", "sched_wake",
             )
         ]  # fmt: skip
-        keys += [self.result_key(task_id), self.done_key(task_id)]
+        keys += [self.result_key(task_id), self.done_key(task_id), self.abort_key(task_id)]
         if dedup_key:
             keys.append(self.dedup_key(dedup_key))
         argv = [task_id, worker_id, outcome, json.dumps(payload or {}), int(delay * 1000)]
-        argv += [result or "", results_module.ttl_ms()]
+        argv += [result or "", results_module.ttl_ms(), cancelled or ""]
         return bool(lua.script(self.client, "queue_settle")(keys=keys, args=argv))
 
     def queue_names(self) -> list[str]:
@@ -847,7 +876,33 @@ class TaskQueue:
         requeued, quarantined, next_ms = lua.script(self.client, "queue_reap")(
             keys=keys, args=[max_deliveries, BATCH, WAKE_CAP, timeout_ms, *names]
         )
-        return int(requeued), int(quarantined), None if next_ms < 0 else next_ms / 1000
+        if quarantined:
+            self._record_quarantined([task_id.decode() for task_id in quarantined])
+        return int(requeued), len(quarantined), None if next_ms < 0 else next_ms / 1000
+
+    def _record_quarantined(self, ids: list[str]) -> None:
+        """Record a FAILED result for each quarantined task that keeps one, so its state
+        is terminal and its waiters wake (a task requeued or deleted meanwhile is left)."""
+        from .registry import get_task  # registry.py imports this module
+
+        bodies = self.client.hmget(self.key("tasks"), ids)
+        errors = self.client.hmget(self.key("errors"), ids)
+        for task_id, body, error in zip(ids, bodies, errors, strict=True):
+            if body is None:
+                continue
+            record = json.loads(body)
+            registered = get_task(record["name"])
+            if record.get("kind", "task") != "task" or (registered and not registered.result):
+                continue
+            reason = json.loads(error).get("reason", "") if error else ""
+            failed = results_module.encode(
+                record, results_module.FAILED, "", finished=time.time(),
+                error={"type": "Quarantined", "message": reason, "traceback": ""},
+            )  # fmt: skip
+            keys = [self.key("quarantine"), self.result_key(task_id), self.done_key(task_id)]
+            lua.script(self.client, "queue_quarantined")(
+                keys=keys, args=[task_id, failed, results_module.ttl_ms()]
+            )
 
     def schedule(self) -> tuple[int, float | None]:
         """Move due delayed tasks to their queues; return (moved, seconds to next due or None)."""
@@ -938,7 +993,7 @@ class TaskQueue:
             self.key(role) for role in ("tasks", "failed", "quarantine", "errors", "deliveries")
         ]
         keys += [self.queue_key(record["queue"]), self.key("wake")]
-        keys.append(self.done_key(task_id))
+        keys += [self.done_key(task_id), self.abort_key(task_id)]
         if record.get("kind", "task") == "task":  # the Tasks backend's run reads its own
             keys.append(self.result_key(task_id))
         requeued = lua.script(self.client, "queue_requeue")(
@@ -946,6 +1001,49 @@ class TaskQueue:
         )
         if not requeued:
             raise TaskNotFound(task_id, "in the failed registry or quarantine")
+
+    def _cancel(self, task_id: str) -> faces.Steps[results_module.Cancel]:
+        """The core of ``cancel``: read the task's record (its queue, de-duplication key
+        and the CANCELLED result to record), then one script decides."""
+        task_id = validate_key_part(task_id, "task id")
+        body = yield faces.command("hget", self.key("tasks"), task_id)
+        record = json.loads(body) if body is not None else {"queue": "default"}
+        if record.get("kind", "task") != "task":
+            raise InvalidTask(
+                f"task {task_id} is a Django Tasks run, which has no cancelled state: "
+                "delete it instead"
+            )
+        keys = [self.key("tasks"), self.queue_key(record["queue"])]
+        keys += [self.key(role) for role in ("delayed", "owners", "deliveries", "failed")]
+        keys += [self.key("quarantine"), self.result_key(task_id), self.done_key(task_id)]
+        keys.append(self.abort_key(task_id))
+        if record.get("dedup"):
+            keys.append(self.dedup_key(record["dedup"]))
+        from .registry import get_task  # registry.py imports this module
+
+        registered = get_task(record["name"]) if body is not None else None
+        result = ""
+        if body is not None and (registered is None or registered.result):
+            now = time.time()
+            result = results_module.encode(record, results_module.CANCELLED, "", finished=now)
+        reply = yield faces.script("queue_cancel", keys, [task_id, result, results_module.ttl_ms()])
+        return results_module.Cancel(reply.decode() if isinstance(reply, bytes) else reply)
+
+    def cancel(self, task_id: str) -> results_module.Cancel:
+        """Cancel a task: one that waits (ready, delayed, or for a retry) is removed and
+        recorded CANCELLED in one script (a worker's claim of it is either before or
+        after: exactly one wins) and never runs; a running one is marked for abort
+        (``aborted()`` says True in it, and QUEUE_CANCEL_GRACE seconds later its pool
+        ends it; it is recorded CANCELLED once it stops, unless it ended on its own
+        first). Return a ``Cancel``: CANCELLED, ABORTING, FINISHED or UNKNOWN.
+
+        InvalidKeyPart for an id that cannot be one; InvalidTask for a Django Tasks run.
+        """
+        return faces.run(self._cancel(task_id), self.client)
+
+    async def acancel(self, task_id: str) -> results_module.Cancel:
+        """The async twin of ``cancel``."""
+        return await faces.arun(self._cancel(task_id), self.aclient)
 
     def delete(self, task_id: str) -> None:
         """Remove a task wherever it is; raise TaskNotFound if it does not exist."""

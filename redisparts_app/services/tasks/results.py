@@ -13,6 +13,7 @@ returns, and ``progress()`` for a running task::
     result.get(timeout=10)            # {"width": 640}; waits without polling
     await result.aget(timeout=10)     # the async twin
     result.info().progress            # Progress(done=1, total=3, note="downloaded")
+    result.cancel()                   # "cancelled" if not started yet; see cancel()
 
 Keys, in the task's queue group (one hash tag with the queue's keys, so the worker's
 acknowledgement script writes them in the same step):
@@ -24,45 +25,77 @@ acknowledgement script writes them in the same step):
   waiter blocks on it with BLMOVE from the list to itself, which returns the token at
   once to every waiter, present and later, and leaves it there
 
+- ``abort:<id>`` set by a cancel of a running task, with the same TTL: the worker's
+  heartbeat reads it, then ``aborted()`` in the task says True
+
 A task ended is recorded by the script that acknowledges it (queue_dequeue.lua for
-done, queue_settle.lua for failed and expired): never an acknowledged task without its
-result, nor a result of a task that will run again.
+done, queue_settle.lua for failed, expired and aborted, queue_cancel.lua for a task
+cancelled before it ran): never an acknowledged task without its result, nor a result
+of a task that will run again.
 """
 
 import contextvars
 import datetime as dt
+import enum
 import json
 import math
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from json.encoder import encode_basestring_ascii as _string
 from typing import TYPE_CHECKING, Any
 
 from ... import faces
 from ...conf import app_settings
 from ...connection import get_async_redis, socket_timeout
-from ...exceptions import InvalidTask, ResultTimeout, TaskExpired, TaskFailed
+from ...exceptions import (
+    InvalidTask,
+    ResultTimeout,
+    TaskCancelled,
+    TaskExpired,
+    TaskFailed,
+)
 
 if TYPE_CHECKING:  # a module name, so the docs do not see two TaskQueue to link to
     from . import queue as queue_module
 
 __all__ = [
     "FINISHED",
+    "Cancel",
     "Progress",
     "Result",
     "ResultInfo",
+    "aborted",
     "aprogress",
     "check_expires",
     "progress",
 ]
 
-# Django's TaskResultStatus values, and EXPIRED; PENDING: nothing known (not sent yet,
-# an unknown id, or its result expired).
+# Django's TaskResultStatus values, and EXPIRED and CANCELLED; PENDING: nothing known (not
+# sent yet, an unknown id, or its result expired).
 PENDING, READY, RUNNING = "PENDING", "READY", "RUNNING"
 SUCCESSFUL, FAILED, EXPIRED = "SUCCESSFUL", "FAILED", "EXPIRED"
-FINISHED = frozenset({SUCCESSFUL, FAILED, EXPIRED})
+CANCELLED = "CANCELLED"
+FINISHED = frozenset({SUCCESSFUL, FAILED, EXPIRED, CANCELLED})
+
+
+class Cancel(enum.StrEnum):
+    """What a cancel did (``TaskQueue.cancel``, ``Result.cancel``, ``rp_queue cancel``)."""
+
+    #: The task was ready, delayed or waiting for a retry: removed, recorded CANCELLED,
+    #: its waiters woken. It never runs.
+    CANCELLED = "cancelled"
+    #: A worker runs it: marked for abort. ``aborted()`` turns True in the task within a
+    #: heartbeat; QUEUE_CANCEL_GRACE seconds later its pool ends it. Recorded CANCELLED
+    #: once it stops, unless it ended on its own first.
+    ABORTING = "aborting"
+    #: It ended already (its result says how), or it is failed or quarantined: nothing done.
+    FINISHED = "finished"
+    #: No such task (or it ended keeping no result): nothing done.
+    UNKNOWN = "unknown"
+
+
 # BLMOVE takes seconds to the millisecond; Redis 6.x truncates 0.001 s to 0 (forever).
 SHORTEST_BLOCK = 0.002
 
@@ -82,7 +115,8 @@ class Progress:
 
 @dataclass(frozen=True)
 class ResultInfo:
-    """A task's result as read from Redis; times in seconds since the epoch."""
+    """A task's result as read from Redis; times in seconds since the epoch; ``aborting``:
+    it runs, and a cancel asked it to stop."""
 
     id: str
     state: str
@@ -96,6 +130,7 @@ class ResultInfo:
     finished_at: float | None = None
     worker: str | None = None
     progress: Progress | None = None
+    aborting: bool = False
 
     @property
     def finished(self) -> bool:
@@ -151,10 +186,11 @@ def encode(
             ]
         )
     shown = "null" if progress is None else json.dumps(progress.__dict__)
+    workers = f"[{_string(worker_id)}]" if worker_id else "[]"  # none: cancelled unrun
     return (
         f'{{"id":{_string(record["id"])},"name":{_string(record["name"])},'
         f'"queue_name":{_string(record["queue"])},"status":"{state}","errors":{errors},'
-        f'"worker_ids":[{_string(worker_id)}],"enqueued_at":{_time(record.get("enqueued_at"))},'
+        f'"worker_ids":{workers},"enqueued_at":{_time(record.get("enqueued_at"))},'
         f'"started_at":{_time(started)},"finished_at":{_time(finished)},"progress":{shown},'
         f'"return_value":{value_json}}}'
     )
@@ -238,19 +274,22 @@ class Result(str):
 
     def _info(self) -> faces.Steps[ResultInfo]:
         queue = self.queue
-        raw, body, owner = yield faces.pipeline(
+        raw, body, owner, abort = yield faces.pipeline(
             [
                 faces.command("get", self._keys()[0]),
                 faces.command("hget", queue.key("tasks"), self),
                 faces.command("hget", queue.key("owners"), self),
+                faces.command("exists", queue.abort_key(self)),
             ],
             key=queue.key("tasks"),
         )
+        aborting = bool(abort) and owner is not None
         if raw is not None:
-            return decode(self, raw)
+            info = decode(self, raw)
+            return replace(info, aborting=True) if aborting and not info.finished else info
         # No result yet: where the task is tells its state.
         if owner is not None:
-            return ResultInfo(self, RUNNING, worker=owner.decode())
+            return ResultInfo(self, RUNNING, worker=owner.decode(), aborting=aborting)
         if body is not None:
             record = json.loads(body)
             return ResultInfo(self, READY, record["name"], enqueued_at=record.get("enqueued_at"))
@@ -266,13 +305,23 @@ class Result(str):
 
     @property
     def state(self) -> str:
-        """PENDING, READY, RUNNING, SUCCESSFUL, FAILED or EXPIRED (one read)."""
+        """PENDING, READY, RUNNING, SUCCESSFUL, FAILED, EXPIRED or CANCELLED (one read)."""
         return self.info().state
 
     @property
     def progress(self) -> Progress | None:
         """What the running task last reported with ``progress()`` (one read)."""
         return self.info().progress
+
+    # -- cancelling ---------------------------------------------------------------
+
+    def cancel(self) -> Cancel:
+        """Cancel the task (``TaskQueue.cancel``): a ``Cancel`` says what was done."""
+        return self.queue.cancel(self)
+
+    async def acancel(self) -> Cancel:
+        """The async twin of ``cancel``."""
+        return await self.queue.acancel(self)
 
     # -- waiting ------------------------------------------------------------------
 
@@ -320,8 +369,9 @@ class Result(str):
         return its return value.
 
         Raise TaskFailed (its error's type, message and traceback) if it failed for
-        good, TaskExpired if it expired before it started, ResultTimeout if it has not
-        ended in time. The wait is a blocking read on ``done:<id>``, never a poll.
+        good, TaskExpired if it expired before it started, TaskCancelled if it was
+        cancelled (before it ran, or aborted), ResultTimeout if it has not ended in
+        time. The wait is a blocking read on ``done:<id>``, never a poll.
         """
         return faces.run(self._wait(timeout), self.queue.client)
 
@@ -339,6 +389,8 @@ def _outcome(info: ResultInfo) -> Any:
         raise TaskFailed(info)
     if info.state == EXPIRED:
         raise TaskExpired(info)
+    if info.state == CANCELLED:
+        raise TaskCancelled(info)
     return info.return_value
 
 
@@ -355,6 +407,19 @@ class Running:
     started: float
     keep: bool
     last: Progress | None = None
+    # Set when a cancel asks the task to stop (the pool's flag, with ``is_set()``);
+    # ``noticed`` once ``aborted()`` said so.
+    abort: Any = None
+    noticed: bool = False
+    # The result JSON a run of another kind made (the Django Tasks backend's), recorded
+    # with the acknowledgement as an @task's is.
+    final: str | None = None
+
+    @property
+    def aborted(self) -> bool:
+        """Whether the run stops because of a cancel: it saw the request, or was asked
+        to while the abort flag says so (the pool's view, without ``aborted()``)."""
+        return self.noticed or (self.abort is not None and self.abort.is_set())
 
 
 _running: contextvars.ContextVar[Running | None] = contextvars.ContextVar(
@@ -416,3 +481,18 @@ def progress(done: float, total: float, note: str = "") -> bool:
 async def aprogress(done: float, total: float, note: str = "") -> bool:
     """The async twin of ``progress``, for ``async def`` tasks."""
     return await faces.arun(_progress(done, total, note), None)
+
+
+def aborted() -> bool:
+    """Whether the running task was cancelled: True once its worker's heartbeat saw the
+    cancel (within QUEUE_HEARTBEAT seconds). A task that checks it and stops (returns or
+    raises) is recorded CANCELLED; QUEUE_CANCEL_GRACE seconds after the cancel its pool
+    ends it anyway. A memory read, no Redis call: ask it as often as you like (the same
+    inside ``async def`` tasks). InvalidTask outside a task a worker runs.
+    """
+    run = _running.get()
+    if run is None:
+        raise InvalidTask("aborted() is called inside a task a worker runs, not outside one")
+    if run.abort is not None and run.abort.is_set():
+        run.noticed = True
+    return run.noticed

@@ -313,6 +313,12 @@ class Worker(_Stoppable):
             self.queues, self.worker_id, self.lease, count, done, wait=wait, results=self._results
         )
         self._held.update(record["id"] for record, _ in jobs)
+        # A task delivered again may have been cancelled while its last worker ran it:
+        # not run again (such tasks are rare, and claimed alone).
+        again = [record["id"] for record, deliveries in jobs if deliveries > 1]
+        if again and self._pool is not None:
+            for task_id in self.queue.marked(again):
+                self._pool.abort(task_id)
         return jobs, lost
 
     def _idle(self) -> float:
@@ -361,6 +367,7 @@ class Worker(_Stoppable):
                 outcome.delay,
                 dedup_key=record.get("dedup"),
                 result=outcome.result,
+                cancelled=outcome.cancelled,
             ),
             f"task {task_id}",
         )
@@ -509,7 +516,8 @@ class Scheduler(_Stoppable):
 class _Heartbeat(threading.Thread):
     """Beat every QUEUE_HEARTBEAT seconds (every third of the lease if that is shorter):
     record the worker alive and extend the leases of the tasks it holds, except those
-    past their hard time limit."""
+    past their hard time limit; pass the cancels of its tasks to the pool (which
+    flags them, and ends those past their grace)."""
 
     def __init__(self, worker: Worker) -> None:
         super().__init__(daemon=True, name=f"heartbeat-{worker.worker_id}")
@@ -528,10 +536,14 @@ class _Heartbeat(threading.Thread):
             self._overdue_logged = overdue
             task_ids = [task_id for task_id in list(worker._held) if task_id not in overdue]
             try:
-                lost = worker.queue.beat(worker.worker_id, task_ids, worker.lease)
+                lost, aborting = worker.queue.beat(worker.worker_id, task_ids, worker.lease)
             except redis.RedisError as exc:
                 logger.warning("heartbeat failed (%s)", exc)
                 continue
+            if pool is not None:
+                for task_id in aborting:
+                    pool.abort(task_id)
+                pool.end_aborted()
             for task_id in lost:
                 if task_id in worker._held:  # still the worker's: really lost
                     logger.warning("task %s: lease lost while running", task_id)
