@@ -1,6 +1,8 @@
 import pytest
+import redis
 
 from redisparts_app import lua
+from redisparts_app.services import market
 from tests.lua import load_script
 
 
@@ -30,3 +32,56 @@ def test_script_called_with_another_client_runs_there(redis_client, redis_server
 def test_missing_script_is_named():
     with pytest.raises(FileNotFoundError, match="no_such_script"):
         lua.source("no_such_script")
+
+
+@pytest.fixture
+def full_redis(redis_server_factory, settings):
+    """The services on a server of their own; ``fill()`` then sets its maxmemory under the
+    memory it uses, under noeviction: every command that may grow memory is refused."""
+    server = redis_server_factory(args=["--maxmemory-policy", "noeviction"])
+    settings.REDISPARTS = {**settings.REDISPARTS, "CONNECTIONS": {"default": server.url}}
+    admin = server.client()
+
+    def fill() -> dict[bytes, bytes]:
+        admin.config_set("maxmemory", admin.info("memory")["used_memory"] - 256 * 1024)
+        with pytest.raises(redis.OutOfMemoryError):
+            admin.set("test:probe", "x")
+        return dumps()
+
+    def dumps() -> dict[bytes, bytes]:
+        return {key: admin.dump(key) for key in admin.scan_iter()}
+
+    yield fill, dumps
+    admin.close()
+
+
+@pytest.mark.parametrize("strategy", market.STRATEGIES)
+def test_a_full_redis_refuses_a_market_call_whole_with_out_of_memory_error(
+    full_redis, face, strategy
+):
+    """Scripts (which Redis 6.2 refuses with a ResponseError naming the script), MULTI and
+    locks alike: redis.OutOfMemoryError, and nothing written."""
+    fill, dumps = full_redis
+    for user, funds in (("ann", 5_000), ("bob", 0)):
+        market.create_user(user, funds)
+        market.give_item(user, f"{user}'s cap")
+    market.list_item("bob", "bob's cap", 300)
+    before = fill()
+    m = face(market)
+    with pytest.raises(redis.OutOfMemoryError):
+        m.purchase("ann", "bob's cap", "bob", 300, strategy=strategy)
+    with pytest.raises(redis.OutOfMemoryError):
+        m.cancel_listing("bob", "bob's cap")  # its first write used to free memory
+    with pytest.raises(redis.OutOfMemoryError):
+        m.list_item("ann", "ann's cap", 100)
+    assert dumps() == before
+
+
+def test_plain_error_tells_a_relayed_memory_refusal_only():
+    relayed = redis.ResponseError(
+        "Error running script (call to f_1): @user_script:9: @user_script: 9: -OOM command "
+        "not allowed when used memory > 'maxmemory'."
+    )
+    assert type(lua.plain_error(relayed)) is redis.OutOfMemoryError
+    other = redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind")
+    assert lua.plain_error(other) is other
