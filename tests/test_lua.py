@@ -1,3 +1,6 @@
+import re
+from importlib.resources import files
+
 import pytest
 import redis
 
@@ -85,3 +88,39 @@ def test_plain_error_tells_a_relayed_memory_refusal_only():
     assert type(lua.plain_error(relayed)) is redis.OutOfMemoryError
     other = redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind")
     assert lua.plain_error(other) is other
+
+
+# Scripts whose first write (in the text) frees memory although a later one may add data:
+# Redis runs them whole even over maxmemory. Each on purpose.
+RUN_WHEN_FULL = {
+    # The worker and the scheduler take a task first: they drain the queues of a full Redis.
+    "queue_dequeue", "queue_reap", "queue_release", "queue_schedule", "queue_settle",
+    # A lock's release deletes it, then leaves its waiters a wake-up (one expiring entry).
+    "lease_release",
+    # A full semaphore sweeps its expired permits before taking one; a refresh of an
+    # expired permit deletes it and stops (else a ZADD of a member it holds).
+    "semaphore_acquire", "semaphore_refresh",
+    # Bookkeeping: the hourly rotations (RENAME) of logs and response times, the rate
+    # limiter's trim before its record.
+    "log_common", "stats_update", "rate_limit",
+}  # fmt: skip
+CALL = re.compile(r"""\bp?call\(\s*['"](\w+)['"]""")
+
+
+def test_a_script_that_may_add_data_writes_first_with_a_command_refused_when_full(
+    redis_admin,
+):
+    """Redis checks maxmemory at a script's first write only, and only for the commands
+    it flags denyoom (those that may grow memory): such a command must come first, or
+    the script be one of RUN_WHEN_FULL. The order read is the text's."""
+    flags = {name: set(info["flags"]) for name, info in redis_admin.command().items()}
+    runs_when_full = set()
+    for path in files(lua).iterdir():
+        if path.name.endswith(".lua"):
+            writes = [
+                c for c in map(str.lower, CALL.findall(path.read_text())) if "write" in flags[c]
+            ]
+            grows = [c for c in writes if "denyoom" in flags[c]]
+            if grows and writes[0] not in grows:
+                runs_when_full.add(path.name.removesuffix(".lua"))
+    assert runs_when_full == RUN_WHEN_FULL
