@@ -4,8 +4,8 @@ its limit set MARGIN under the memory in use, so that memory a request frees (a
 connection closed, a log trimmed) cannot bring it back under its limit.
 
 Every request that would add data answers the 503 page and leaves every key as it was;
-a request that only takes data away (``REMOVALS``) is carried out, since Redis runs
-commands that free memory; pages that only read still work. All on the demo's own set-up
+a request that only takes data away (``REMOVALS``) may be carried out instead, since
+Redis runs commands that free memory; pages that only read still work. All on the demo's own set-up
 (AOF on, the ASGI face, htmx requests) and on a plain server (no AOF, WSGI pages).
 """
 
@@ -35,7 +35,7 @@ from tests.demo.test_access import (  # noqa: F401 (visitors: a fixture)
 )
 from tests.tasks_helpers import fails_until_flag
 
-# The limit under the memory in use once full.
+# How far under the memory in use the limit is set once the server is full.
 MARGIN = 256 * 1024
 
 
@@ -205,7 +205,6 @@ def full_site(request, redis_server_factory, settings, transactional_db):
     return server, setup, places
 
 
-@pytest.mark.single_server
 @pytest.mark.parametrize("name", REQUESTS)
 def test_a_full_redis_refuses_every_write_whole(name, full_site):
     server, setup, places = full_site
@@ -238,3 +237,16 @@ def test_a_full_redis_refuses_every_write_whole(name, full_site):
     if status == 503:
         assert response["Retry-After"]
         assert "right back" in response.content.decode()
+
+
+def test_health_reports_a_full_redis(full_site):
+    server, _, _ = full_site
+    client = Client()
+    client.force_login(User.objects.get(username="admin"))
+    with server.client() as admin:
+        fill(admin)
+    response = client.get("/health/?format=json")
+    assert response.status_code == 500
+    failing = {name: text for name, text in response.json().items() if text != "OK"}
+    assert list(failing) == ["MemoryNearLimit"], failing
+    assert "of maxmemory in use" in failing["MemoryNearLimit"]
