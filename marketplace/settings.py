@@ -18,6 +18,7 @@ WSGI server, production), where DJANGO_SECRET_KEY and DJANGO_ALLOWED_HOSTS are r
 """
 
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -151,7 +152,13 @@ REDISPARTS = {
     "MAINTENANCE_EXEMPT_PATHS": ["/admin/", "/metrics", "/health/"],
     "EMBEDDED": None
     if os.environ.get("REDIS_URL") or REDIS_SENTINELS or REDIS_CLUSTER_NODES
-    else {"DATA_DIR": REDIS_DATA_DIR, "AUTOSTART": True, "APPENDFSYNC": "everysec"},
+    else {
+        "DATA_DIR": REDIS_DATA_DIR,
+        # Every process starts it when Django starts, but `manage.py demo`, which starts it
+        # once it has read its arguments: `demo --help` starts nothing.
+        "AUTOSTART": sys.argv[1:2] != ["demo"],
+        "APPENDFSYNC": "everysec",
+    },
 }
 
 if REDIS_SENTINELS:

@@ -51,8 +51,8 @@ APPENDFSYNC_CHOICES = ("always", "everysec", "no")
 # AF_UNIX paths are limited to 108 bytes including the terminating NUL.
 MAX_SOCKET_PATH = 107
 START_TIMEOUT = 15.0
-# Data folders whose server this process started (the demo's runner starts it when Django
-# starts, through AUTOSTART, and must still know it as its own).
+# Data folders whose server this process started (a runner that started it when Django
+# started, through AUTOSTART, must still know it as its own in attach()).
 _started_here: set[Path] = set()
 
 

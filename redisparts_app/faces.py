@@ -46,7 +46,7 @@ from types import GeneratorType
 from typing import Any, TypeAlias, TypeVar
 
 import redis.asyncio
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from . import lua, wakeups
 from .connection import (
@@ -409,7 +409,7 @@ def _replace(replies: list[Any], indexes: list[int], again: list[Any]) -> None:
 def _raise_first(replies: list[Any]) -> list[Any]:
     for reply in replies:
         if isinstance(reply, Exception):
-            raise reply
+            raise lua.plain_error(reply)
     return replies
 
 
@@ -451,7 +451,7 @@ def _node_scripts(server: Any, name: str, calls: list[tuple[list[str], list[Any]
             continue
         for reply in replies:
             if isinstance(reply, Exception) and not isinstance(reply, SLOT_MIGRATING_ERRORS):
-                raise reply
+                raise lua.plain_error(reply)
         return replies
     raise AssertionError("unreachable")
 
@@ -554,10 +554,13 @@ async def _awatch(client: Any, op: Watch) -> tuple[list[Any], list[Any] | None]:
 async def _ascript(client: Any, name: str, keys: Sequence[Any], args: Sequence[Any]) -> Any:
     sha = lua.sha(name)
     try:
-        return await client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
-    except NoScriptError:
-        sha = await client.script_load(lua.source(name))
-        return await client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+        try:
+            return await client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+        except NoScriptError:
+            sha = await client.script_load(lua.source(name))
+            return await client.execute_command("EVALSHA", sha, len(keys), *keys, *args)
+    except ResponseError as exc:
+        raise lua.plain_error(exc) from None
 
 
 async def _apipeline(client: Any, op: Pipeline) -> list[Any]:

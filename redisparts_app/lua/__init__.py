@@ -11,6 +11,12 @@ tag), so they run unchanged on a Redis Cluster.
 
 A script sends EVALSHA and, when the server does not know it yet (after a restart
 or a failover), loads it with SCRIPT LOAD and sends EVALSHA again.
+
+On a Redis over its ``maxmemory`` (noeviction), a script is refused at its first write,
+when that command may grow memory (SET, HSET, ZADD, INCR...: the commands Redis flags
+``denyoom``); a script that has written once runs to its end. So a script that may add
+data writes first with such a command, and is refused whole (``OutOfMemoryError``,
+``plain_error``); one whose first write frees memory (DEL, ZREM...) runs even then.
 """
 
 import hashlib
@@ -20,11 +26,24 @@ from importlib.resources import files
 from typing import Any
 
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, OutOfMemoryError, ResponseError
 
 from ..connection import Client, is_pipeline, is_pipeline_class
 
-__all__ = ["LuaScript", "call", "script", "sha", "source"]
+__all__ = ["LuaScript", "call", "plain_error", "script", "sha", "source"]
+
+# How Redis 6.2 relays a memory refusal met by a script's command, inside its own error:
+# "Error running script (call to f_<sha>): @user_script:9: @user_script: 9: -OOM command
+# not allowed when used memory > 'maxmemory'." Redis 7 and Valkey answer the command's
+# own error ("OOM command not allowed ..."), which redis-py raises as OutOfMemoryError.
+RELAYED_OOM = ": -OOM command not allowed"
+
+
+def plain_error(exc: Exception) -> Exception:
+    """Return ``exc``, or an OutOfMemoryError for a memory refusal a script relayed."""
+    if type(exc) is ResponseError and RELAYED_OOM in str(exc):
+        return OutOfMemoryError(str(exc))
+    return exc
 
 
 @cache
@@ -69,10 +88,13 @@ class LuaScript(Script):
             return super().__call__(keys, args, client)
         keys, args = keys or (), args or ()
         try:
-            return client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            self.sha = client.script_load(self.script)
-            return client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+            try:
+                return client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                self.sha = client.script_load(self.script)
+                return client.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+        except ResponseError as exc:
+            raise plain_error(exc) from None
 
 
 def script(client: Client, name: str) -> LuaScript:
@@ -100,4 +122,6 @@ def call(client: Client, name: str, keys: Sequence[Any], args: Sequence[Any]) ->
             return client.execute_command("EVALSHA", sha(name), len(keys), *keys, *args)
         except NoScriptError:
             pass
+        except ResponseError as exc:
+            raise plain_error(exc) from None
     return script(client, name)(keys=keys, args=args)

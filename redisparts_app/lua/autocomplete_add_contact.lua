@@ -4,10 +4,11 @@
 -- Returns the contact's pick count after this pick.
 local recent, picks, name = KEYS[1], KEYS[2], ARGV[1]
 local keep_recent, keep_picks = tonumber(ARGV[2]), tonumber(ARGV[3])
+-- ZINCRBY first: over maxmemory it is refused before anything changes (lua/__init__.py).
+local count = redis.call('ZINCRBY', picks, 1, name)
 redis.call('LREM', recent, 0, name)
 redis.call('LPUSH', recent, name)
 redis.call('LTRIM', recent, 0, keep_recent - 1)
-local count = redis.call('ZINCRBY', picks, 1, name)
 local excess = redis.call('ZCARD', picks) - keep_picks
 if excess > 0 then
   -- Drop the least picked, never the contact just picked (it could tie with them).

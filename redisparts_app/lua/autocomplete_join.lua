@@ -5,16 +5,15 @@
 -- Returns 1 when the name is new, 0 when it was already a member.
 local index, registry, name = KEYS[1], KEYS[2], ARGV[1]
 local old = redis.call('HGET', registry, name)
+-- HSET first: over maxmemory it is refused before anything changes (lua/__init__.py).
+redis.call('HSET', registry, name, table.concat({unpack(ARGV, 2)}, '\0'))
 if old then
   for start in string.gmatch(old, '[^%z]+') do
     redis.call('ZREM', index, start .. '\0' .. name)
   end
 end
-local starts = {}
 for i = 2, #ARGV do
-  starts[#starts + 1] = ARGV[i]
   redis.call('ZADD', index, 0, ARGV[i] .. '\0' .. name)
 end
-redis.call('HSET', registry, name, table.concat(starts, '\0'))
 if old then return 0 end
 return 1

@@ -1,18 +1,16 @@
 -- presence_online_friends.lua: friends active in the window, from the per-minute sets.
 -- KEYS[1] the user's friends set (rp:presence:{presence}:friends:<user>)
--- KEYS[2] a temporary key, unused before the call (rp:presence:{presence}:tmp:<random>)
--- KEYS[3..] the per-minute sets of the current window (rp:presence:{presence}:minute:<n>)
+-- KEYS[2..] the per-minute sets of the current window (rp:presence:{presence}:minute:<n>)
 -- Returns the online friends (array of user names, any order).
--- The union is stored in KEYS[2] and deleted before returning: a script runs to the end
--- once started, so the temporary key never outlives the call.
-if redis.call('scard', KEYS[1]) == 0 then
-  return {}
+-- One SINTER per minute, each as costly as the smaller of the two sets, and no write: it
+-- answers on a Redis over its maxmemory or a read-only replica too.
+local online, seen = {}, {}
+for i = 2, #KEYS do
+  for _, name in ipairs(redis.call('sinter', KEYS[1], KEYS[i])) do
+    if not seen[name] then
+      seen[name] = true
+      online[#online + 1] = name
+    end
+  end
 end
-local minutes = {}
-for i = 3, #KEYS do
-  minutes[#minutes + 1] = KEYS[i]
-end
-redis.call('sunionstore', KEYS[2], unpack(minutes))
-local online = redis.call('sinter', KEYS[2], KEYS[1])
-redis.call('del', KEYS[2])
 return online

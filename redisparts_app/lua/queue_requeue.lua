@@ -6,11 +6,13 @@
 -- ARGV[1] task id   ARGV[2] task JSON with its retry count reset   ARGV[3] wake list cap
 -- Returns 1 when requeued, 0 when the task is neither failed nor quarantined.
 local id = ARGV[1]
-local removed = redis.call('zrem', KEYS[2], id) + redis.call('zrem', KEYS[3], id)
-if removed == 0 then return 0 end
+if not (redis.call('zscore', KEYS[2], id) or redis.call('zscore', KEYS[3], id)) then return 0 end
+-- HSET first: over maxmemory it is refused before anything changes (lua/__init__.py).
+redis.call('hset', KEYS[1], id, ARGV[2])
+redis.call('zrem', KEYS[2], id)
+redis.call('zrem', KEYS[3], id)
 redis.call('hdel', KEYS[4], id)
 redis.call('hdel', KEYS[5], id)
-redis.call('hset', KEYS[1], id, ARGV[2])
 redis.call('rpush', KEYS[6], id)
 redis.call('lpush', KEYS[7], 1)
 redis.call('ltrim', KEYS[7], 0, tonumber(ARGV[3]) - 1)

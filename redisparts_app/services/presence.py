@@ -23,7 +23,6 @@ presence lives on one Cluster node):
 - ``rp:presence:{presence}:devices:<user>`` sorted set: device or session id →
   last activity; expires a window after the user's last activity.
 - ``rp:presence:{presence}:friends:<user>`` set of friends (friendship is mutual).
-- ``rp:presence:{presence}:tmp:<random>`` exists only inside one script call.
 
 Devices: several devices or tabs of one user are one presence, since the
 structures above hold users. ``logout(user, device)`` forgets that device; if
@@ -40,7 +39,6 @@ recording activity should keep their clocks in sync to the second.
 """
 
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -326,9 +324,8 @@ def online_friends(
 ) -> set[str]:
     """Return the friends of ``user`` active in the window, computed atomically in one script.
 
-    ``minutes`` unions the window's sets into a temporary key, intersects it with
-    the friends set and deletes it in the same script; ``seen`` checks each
-    friend's last-seen score.
+    ``minutes`` intersects the friends set with each of the window's sets; ``seen``
+    checks each friend's last-seen score. Neither writes.
     """
     return faces.run(_online_friends(user, method, clock), resolve_client(client))
 
@@ -345,10 +342,7 @@ def _online_friends(user: str, method: Method, clock: Clock) -> faces.Op:
     check_choice(method, "method", METHODS)
     keys, start = _window(clock())
     if method == "minutes":
-        temporary = make_key(COMPONENT, TAG, "tmp", uuid.uuid4().hex)
-        return faces.script(
-            "presence_online_friends", [friends_key(user), temporary, *keys], [], then=_names
-        )
+        return faces.script("presence_online_friends", [friends_key(user), *keys], [], then=_names)
     return faces.script(  # "seen"
         "presence_online_friends_seen", [friends_key(user), seen_key()], [start], then=_names
     )

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from redisparts_app.embedded import EmbeddedRedis
@@ -34,3 +35,22 @@ def test_django_processes_autostart_the_server_but_rp_embedded_does_not(tmp_path
         stop = _manage("rp_embedded", "stop", data_dir=data_dir)
     assert "Stopped." in stop.stdout
     assert not EmbeddedRedis(data_dir).is_running()
+
+
+@pytest.mark.parametrize(
+    ("args", "returncode"), [(["--help"], 0), (["--port", "x"], 2)], ids=["help", "bad-port"]
+)
+def test_the_demo_starts_no_server_before_reading_its_arguments(tmp_path, args, returncode):
+    data_dir = tmp_path / "redis"
+    done = _manage("demo", *args, data_dir=data_dir)
+    assert done.returncode == returncode, done.stderr
+    servers = [
+        process
+        for process in psutil.process_iter(["cmdline"])
+        if str(data_dir) in " ".join(process.info["cmdline"] or ())
+    ]
+    for server in servers:  # left by a failure: not past this test
+        server.kill()
+    assert servers == []
+    assert not (data_dir / "redis.sock").exists()
+    assert not (data_dir / "redis.pid").exists()

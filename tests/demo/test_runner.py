@@ -162,6 +162,7 @@ def _assert_nothing_left(demo: Demo, pids: set[int], group: int) -> None:
     with socket.create_server(("127.0.0.1", demo.port)):
         pass  # the next demo can serve on the same port
     assert "Traceback" not in demo.output()
+    assert "redisparts.W001" not in demo.output()  # checked once its Redis was up
 
 
 def _all_up(children: dict[str, psutil.Process]) -> bool:

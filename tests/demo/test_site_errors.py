@@ -1,7 +1,7 @@
 """The demo's error answers: styled 404/405/500 pages (DEBUG on too), service errors as
-sentences, the Outbox's exact recipient match, /login/ when signed in, and Redis out of
-memory answered with the 503 page by a real redis-server with a tiny maxmemory; maintenance
-with its banner for staff; the navigation."""
+sentences, the Outbox's exact recipient match, /login/ when signed in, which Redis errors
+are the 503 page (test_full_redis.py fills a real server); maintenance with its banner for
+staff; the navigation."""
 
 import pytest
 import redis
@@ -18,7 +18,6 @@ from redisparts_app.exceptions import InvalidArgument
 from redisparts_app.keys import validate_key_part
 from redisparts_app.middleware import redis_unavailable
 from redisparts_app.services import config
-from redisparts_app.services.mail import Mailbox
 
 
 @pytest.fixture
@@ -185,63 +184,6 @@ def test_the_outbox_matches_the_whole_recipient_address(client, demo, tmp_path):
 )
 def test_redis_unavailable_tells_refusals_for_now_from_bugs(error, unavailable):
     assert redis_unavailable(error) is unavailable
-
-
-@pytest.fixture
-def full_redis(redis_server_factory, settings, db):
-    """The site on a redis-server of its own with the demo data, then a maxmemory of half
-    the memory it uses, under noeviction: every write is refused with OOM."""
-    server = redis_server_factory(args=["--maxmemory-policy", "noeviction"])
-    settings.REDISPARTS = {**settings.REDISPARTS, "CONNECTIONS": {"default": server.url}}
-    load()
-    with server.client() as client:
-        used = client.info("memory")["used_memory"]
-        client.config_set("maxmemory", str(used // 2))
-        with pytest.raises(redis.OutOfMemoryError):
-            client.set("probe", "x")
-    return server
-
-
-WRITES = [
-    ("buy", "bob", "/market/buy/", {"seller": "alice", "item": "Lantern", "price": "1250"}),
-    ("chat", "alice", f"/chat/{CHAT_ID}/send/", {"text": "Anyone there?"}),
-    ("mail", "alice", "/mail/compose/", {"to": "bob", "subject": "Hi", "body": "Hello"}),
-    ("guild", "alice", "/guild/join/", {"guild": "Miners"}),
-    ("friend", "alice", "/friends/add/", {"username": "dave"}),
-]
-
-
-@pytest.mark.single_server
-@pytest.mark.parametrize("htmx", [False, True], ids=["page", "htmx"])
-@pytest.mark.parametrize(("what", "user", "path", "data"), WRITES, ids=[w[0] for w in WRITES])
-def test_writes_to_a_redis_out_of_memory_answer_503_not_500(
-    client, full_redis, what, user, path, data, htmx
-):
-    client.raise_request_exception = False
-    headers = {"HX-Request": "true"} if htmx else {}
-    response = login(client, user).post(path, data, headers=headers)
-    assert response.status_code == 503, text_of(response)[:500]
-    assert response["Retry-After"]
-    assert "We&#x27;ll be right back" in text_of(response) or "right back" in text_of(response)
-
-
-@pytest.mark.single_server
-def test_pages_that_only_read_still_work_while_redis_is_out_of_memory(client, full_redis):
-    client = login(client, "alice")
-    for path in ("/market/", "/mail/", "/guild/", "/"):
-        assert client.get(path).status_code == 200, path
-    # Opening a chat takes its pending messages (a write): the 503 page, not a 500.
-    assert client.get(f"/chat/{CHAT_ID}/").status_code == 503
-    assert Mailbox("alice").unread_count() >= 0
-
-
-@pytest.mark.single_server
-def test_health_reports_redis_out_of_memory(client, full_redis):
-    response = login(client, "admin").get("/health/?format=json")
-    assert response.status_code == 500
-    failing = {name: text for name, text in response.json().items() if text != "OK"}
-    assert list(failing) == ["MemoryNearLimit"], failing
-    assert "of maxmemory in use" in failing["MemoryNearLimit"]
 
 
 def test_a_rate_limited_mail_comes_back_in_its_form_with_when_to_retry(client, demo, settings):

@@ -1,7 +1,8 @@
 """``manage.py demo``: the whole demo site in one command, until Ctrl-C.
 
-The runner starts the embedded Redis (shared with other demos on the same data folder:
-the last one to stop stops it, and only if a demo started it), then the web server
+Once it has read its arguments (``demo --help`` starts nothing), the runner starts the
+embedded Redis (shared with other demos on the same data folder: the last one to stop
+stops it, and only if a demo started it) and runs the system checks, then the web server
 (uvicorn, ASGI), the task worker and the scheduler (which also fires the periodic
 schedules of marketplace/tasks.py: the counter cleaner, the registry prune, the nightly
 backup) as child processes in one process group of their own, apart from the
@@ -63,6 +64,9 @@ class Command(BaseCommand):
         "market_relay does). Ctrl-C, SIGTERM or SIGHUP stops them all."
     )
 
+    # Run in handle() once the embedded server is up, not before (it would be unreachable).
+    requires_system_checks: tuple[str, ...] = ()
+
     def add_arguments(self, parser):
         parser.add_argument("--host", default="127.0.0.1", help="address to serve on")
         parser.add_argument("--port", type=int, default=8000, help="port to serve on")
@@ -81,6 +85,8 @@ class Command(BaseCommand):
         embedded = self._start_embedded()
         children = ChildGroup()
         try:
+            if not options.get("skip_checks"):  # call_command() skips them by default
+                self.check()
             steps = [
                 lambda: call_command("migrate", interactive=False, verbosity=0),
                 lambda: call_command("load_demo", verbosity=0),
