@@ -24,14 +24,15 @@ end
 if redis.call('zscore', KEYS[6], id) or redis.call('zscore', KEYS[7], id) then
   return 'finished'
 end
-redis.call('lrem', KEYS[2], 0, id)
-redis.call('zrem', KEYS[3], id)
-redis.call('hdel', KEYS[1], id)
-redis.call('hdel', KEYS[5], id)
+-- The record first: over maxmemory it is refused before anything changes (lua/__init__.py).
 if ARGV[2] ~= '' then
   redis.call('set', KEYS[8], ARGV[2], 'PX', ARGV[3])
   redis.call('rpush', KEYS[9], 1)
   redis.call('pexpire', KEYS[9], ARGV[3])
 end
+redis.call('lrem', KEYS[2], 0, id)
+redis.call('zrem', KEYS[3], id)
+redis.call('hdel', KEYS[1], id)
+redis.call('hdel', KEYS[5], id)
 if KEYS[11] and redis.call('get', KEYS[11]) == id then redis.call('del', KEYS[11]) end
 return 'cancelled'

@@ -72,7 +72,12 @@ REQUESTS |= {
         f"{RP}/bulk-actions/default/",
         Check("admin", 302, "POST", {"action": "delete", "ids": "{failed}", "confirmed": "yes"}),
     ),
+    "bulk cancel": (
+        f"{RP}/bulk-actions/default/",
+        Check("admin", 302, "POST", {"action": "cancel", "ids": "{ready}", "confirmed": "yes"}),
+    ),
     "retry a failed task": (f"{RP}/tasks/default/{{failed}}/retry/", Check("admin", 302, "POST")),
+    "cancel a ready task": (f"{RP}/tasks/default/{{ready}}/cancel/", Check("admin", 302, "POST")),
     "release a held lock": (
         f"{RP}/locks/held/release/",
         Check("admin", 302, "POST", {"owner": "{lock}"}),
@@ -119,6 +124,8 @@ NO_REDIS_WRITE = {
     "admin/login/",
     "admin/logout/",
     "admin/redisparts_app/redisparts/bulk-actions/<str:group>/",
+    # The table's task has failed by then: a cancel finds it finished and does nothing.
+    "admin/redisparts_app/redisparts/tasks/<str:group>/<str:task_id>/cancel/",
 }
 # Pages that take something for the reader (a chat's pending messages): a write.
 TAKING = {"chat/<str:chat_id>/", "chat/<str:chat_id>/poll/"}
@@ -196,12 +203,13 @@ def full_site(request, redis_server_factory, settings, transactional_db):
     places = dict(request.getfixturevalue("visitors"))
     failed = fails_until_flag.enqueue_with(args=["full"], on_commit=False)
     assert Worker(["default"]).run(burst=True) >= 1
+    ready = fails_until_flag.enqueue_with(args=["ready"], on_commit=False)
     lock = Lock("held", ttl=600)
     lock.acquire()
     permit = Semaphore("held", limit=2, timeout=600).acquire()
     assert permit is not None
     config.set_config("logs", "kept", {})
-    places |= {"failed": failed, "lock": lock.token, "permit": permit}
+    places |= {"failed": failed, "ready": ready, "lock": lock.token, "permit": permit}
     return server, setup, places
 
 
