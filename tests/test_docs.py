@@ -150,6 +150,7 @@ OUTSIDE_EXCEPTIONS = {
     "CommandError": "django.core.management",
     "MaxConnectionsError": "redis.exceptions",
     "NoPermissionError": "redis.exceptions",
+    "ResponseError": "redis.exceptions",
     "TaskException": "huey.exceptions",
 }
 _EXCEPTION_LIKE = re.compile(

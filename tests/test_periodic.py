@@ -8,7 +8,6 @@ test_periodic_processes.py.
 import io
 import itertools
 import json
-import time
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -164,33 +163,39 @@ def test_two_schedulers_in_the_same_pass_fire_a_slot_once(redis_client, every):
     assert steps == [1.0] * len(steps)
 
 
-def test_pause_stops_firing_and_resume_skips_what_was_missed(redis_client):
+def test_pause_stops_firing_and_resume_skips_what_was_missed(redis_client, face):
+    schedules = face(periodic_module)
     periodic(every=0.1, pass_slot=True, name="tick")(append_slot)
-    scheduler = Scheduler(reap=False)
-    scheduler.run_once()
-    periodic_module.pause("tick")
+    clock = Clock(datetime.fromtimestamp(utc(2026, 1, 1)))  # no pass comes late
+    scheduler = Scheduler(clock=clock, reap=False)
+    for _ in range(3):
+        scheduler.run_once()
+        clock.now += 0.1
+    schedules.pause("tick")
     before = len(fired_slots(TaskQueue()))
-    time.sleep(0.35)
+    assert before >= 1
+    clock.now += 0.35
     scheduler.run_once()
     assert len(fired_slots(TaskQueue())) == before
-    assert periodic_module.state("tick").paused
-    assert periodic_module.state("tick").next_slots(time.time()) == []
-    periodic_module.resume("tick")
+    assert schedules.state("tick").paused
+    assert schedules.state("tick").next_slots(clock.now) == []
+    schedules.resume("tick", now=clock.now)
     scheduler.run_once()  # the slots of the pause are not caught up
     assert len(fired_slots(TaskQueue())) == before
-    time.sleep(0.15)
+    clock.now += 0.15
     scheduler.run_once()
     assert len(fired_slots(TaskQueue())) == before + 1
 
 
-def test_run_now_enqueues_a_run_even_when_paused(redis_client, tmp_path):
+def test_run_now_enqueues_a_run_even_when_paused(redis_client, tmp_path, face):
+    schedules = face(periodic_module)
     periodic(every=3600, name="hourly", args=[str(tmp_path / "runs"), 0.0])(append_slot)
-    periodic_module.pause("hourly")
-    task_id = periodic_module.run_now("hourly")
+    schedules.pause("hourly")
+    task_id = schedules.run_now("hourly")
     assert TaskQueue().length(QUEUE) == 1
     Worker([QUEUE]).run(burst=True)
     assert slots_run(str(tmp_path / "runs")) == [0.0]
-    state = periodic_module.state("hourly")
+    state = schedules.state("hourly")
     assert state.run["task_id"] == task_id
     assert state.run["outcome"] == "done"
     assert state.fired["task_id"] == task_id
@@ -207,15 +212,16 @@ def test_worker_records_the_outcome_of_the_last_run(redis_client):
     assert periodic_module.state("fine").run["at"] > 0
 
 
-def test_edit_at_run_time_fires_the_new_expression_from_now_on(redis_client):
+def test_edit_at_run_time_fires_the_new_expression_from_now_on(redis_client, face):
+    schedules = face(periodic_module)
     periodic(every=60, pass_slot=True, name="edited")(append_slot)
-    periodic_module.set_timing("edited", cron="*/5 * * * *", tz="Europe/Paris")
-    state = periodic_module.state("edited")
+    schedules.set_timing("edited", cron="*/5 * * * *", tz="Europe/Paris")
+    state = schedules.state("edited")
     assert state.edited
     assert state.timing.cron == "*/5 * * * *"
     assert all(int(slot) % 300 == 0 for slot in state.next_slots(state.last_slot, 5))
-    periodic_module.reset_timing("edited")
-    assert periodic_module.state("edited").timing.every == 60
+    schedules.reset_timing("edited")
+    assert schedules.state("edited").timing.every == 60
 
 
 def test_edit_lapses_when_the_code_changes_its_expression(redis_client):
@@ -420,17 +426,18 @@ def test_a_schedules_group_is_listed_once_it_fires(redis_client):
 
 
 @pytest.mark.cluster
-def test_fire_run_now_and_edits_work_on_a_server_and_a_cluster(redis_backend, redis_client):
+def test_fire_run_now_and_edits_work_on_a_server_and_a_cluster(redis_backend, redis_client, face):
+    schedules = face(periodic_module)
     periodic(every=1, name="anywhere")(noop)
     fire_first_slot()
-    periodic_module.run_now("anywhere")
-    periodic_module.pause("anywhere")
-    periodic_module.resume("anywhere")
-    periodic_module.set_timing("anywhere", cron="* * * * *")
-    periodic_module.reset_timing("anywhere")
-    (state,) = periodic_module.states()
+    schedules.run_now("anywhere")
+    schedules.pause("anywhere")
+    schedules.resume("anywhere")
+    schedules.set_timing("anywhere", cron="* * * * *")
+    schedules.reset_timing("anywhere")
+    (state,) = schedules.states()
     assert state.timing.every == 1
     assert not state.edited
     assert TaskQueue().length(QUEUE) == 2
     assert Worker([QUEUE]).run(burst=True) == 2
-    assert periodic_module.state("anywhere").run["outcome"] == "done"
+    assert schedules.state("anywhere").run["outcome"] == "done"

@@ -48,7 +48,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from ... import lua
+from ... import faces, lua
 from ...conf import app_settings
 from ...connection import on_slot, resolve_client
 from ...exceptions import InvalidArgument, ScheduleNotFound
@@ -64,6 +64,14 @@ __all__ = [
     "Schedule",
     "ScheduleState",
     "Timing",
+    "apause",
+    "areset_timing",
+    "aresume",
+    "arun_now",
+    "aserver_now",
+    "aset_timing",
+    "astate",
+    "astates",
     "fire_due",
     "get_schedule",
     "pause",
@@ -311,26 +319,54 @@ def _decode(schedule: Schedule, fields: dict[bytes, bytes]) -> ScheduleState:
 
 def state(name: str, *, client: Any = None) -> ScheduleState:
     """The run-time state of schedule ``name`` (ScheduleNotFound if not declared)."""
+    return faces.run(_state(name), resolve_client(client))
+
+
+async def astate(name: str, *, client: Any = None) -> ScheduleState:
+    """The async twin of ``state``."""
+    return await faces.arun(_state(name), client)
+
+
+def _state(name: str) -> faces.Steps[ScheduleState]:
     schedule = get_schedule(name)
-    queue = schedule.queue(client)
-    return _decode(schedule, queue.client.hgetall(schedule.key(client)))
+    fields = yield faces.command("hgetall", schedule.key())
+    return _decode(schedule, fields)
 
 
 def states(*, client: Any = None) -> list[ScheduleState]:
     """The state of every declared schedule, in one pipeline."""
+    return faces.run(_states(), resolve_client(client))
+
+
+async def astates(*, client: Any = None) -> list[ScheduleState]:
+    """The async twin of ``states``."""
+    return await faces.arun(_states(), client)
+
+
+def _states() -> faces.Steps[list[ScheduleState]]:
     found = schedules()
     if not found:
         return []
-    pipe = found[0].queue(client).client.pipeline(transaction=False)
-    for schedule in found:
-        pipe.hgetall(schedule.key(client))
-    return [_decode(s, fields) for s, fields in zip(found, pipe.execute(), strict=True)]
+    replies = yield faces.pipeline([faces.command("hgetall", s.key()) for s in found])
+    return [_decode(s, fields) for s, fields in zip(found, replies, strict=True)]
 
 
 def server_now(client: Any = None) -> float:
     """Redis server time, seconds since the epoch: every host agrees on the slots."""
-    seconds, micros = resolve_client(client).time()
-    return seconds + micros / 1e6
+    return faces.run(_server_now(None), resolve_client(client))
+
+
+async def aserver_now(client: Any = None) -> float:
+    """The async twin of ``server_now``."""
+    return await faces.arun(_server_now(None), client)
+
+
+def _server_now(now: float | None) -> faces.Steps[float]:
+    """``now`` when given, else the server's time."""
+    if now is None:
+        seconds, micros = yield faces.command("time")
+        now = int(seconds) + int(micros) / 1e6
+    return now
 
 
 # -- run-time changes (admin, rp_schedule) ------------------------------------------------
@@ -338,19 +374,34 @@ def server_now(client: Any = None) -> float:
 
 def pause(name: str, *, client: Any = None) -> None:
     """Stop firing ``name`` until ``resume``; a run already enqueued still runs."""
-    schedule = get_schedule(name)
-    queue = schedule.queue(client)
-    queue.client.hset(schedule.key(client), "paused", "1")
+    faces.run(_pause(name), resolve_client(client))
+
+
+async def apause(name: str, *, client: Any = None) -> None:
+    """The async twin of ``pause``."""
+    await faces.arun(_pause(name), client)
+
+
+def _pause(name: str) -> faces.Op:
+    return faces.command("hset", get_schedule(name).key(), "paused", "1")
 
 
 def resume(name: str, *, client: Any = None, now: float | None = None) -> None:
     """Fire ``name`` again from its next slot after now; the slots missed while paused
     are not caught up."""
+    faces.run(_resume(name, now), resolve_client(client))
+
+
+async def aresume(name: str, *, client: Any = None, now: float | None = None) -> None:
+    """The async twin of ``resume``."""
+    await faces.arun(_resume(name, now), client)
+
+
+def _resume(name: str, now: float | None) -> faces.Steps[None]:
     schedule = get_schedule(name)
-    queue = schedule.queue(client)
-    now = server_now(queue.client) if now is None else now
-    queue.client.hset(schedule.key(client), mapping={"paused": "0", "last": int(now * 1000)})
-    _wake(queue)
+    now = yield from _server_now(now)
+    mapping = {"paused": "0", "last": int(now * 1000)}
+    yield faces.pipeline([faces.command("hset", schedule.key(), mapping=mapping), *_wake(schedule)])
 
 
 def set_timing(
@@ -364,46 +415,81 @@ def set_timing(
 ) -> Timing:
     """Replace the timing of ``name`` at run time (until the code's own changes); fire
     from its next slot after now. Raise InvalidArgument (nothing written) when invalid."""
+    return faces.run(_set_timing(name, Timing(cron, every, tz), now), resolve_client(client))
+
+
+async def aset_timing(
+    name: str,
+    *,
+    cron: str | None = None,
+    every: float | None = None,
+    tz: str = "UTC",
+    client: Any = None,
+    now: float | None = None,
+) -> Timing:
+    """The async twin of ``set_timing``."""
+    return await faces.arun(_set_timing(name, Timing(cron, every, tz), now), client)
+
+
+def _set_timing(name: str, timing: Timing, now: float | None) -> faces.Steps[Timing]:
     schedule = get_schedule(name)
-    timing = Timing(cron, every, tz).checked()
-    queue = schedule.queue(client)
-    now = server_now(queue.client) if now is None else now
+    timing = timing.checked()
+    now = yield from _server_now(now)
     edit = {**timing.as_dict(), "code": schedule.timing.as_dict()}
-    queue.client.hset(
-        schedule.key(client), mapping={"edit": json.dumps(edit), "last": int(now * 1000)}
-    )
-    _wake(queue)
+    mapping = {"edit": json.dumps(edit), "last": int(now * 1000)}
+    yield faces.pipeline([faces.command("hset", schedule.key(), mapping=mapping), *_wake(schedule)])
     return timing
 
 
 def reset_timing(name: str, *, client: Any = None, now: float | None = None) -> None:
     """Go back to the timing declared in code, from its next slot after now."""
+    faces.run(_reset_timing(name, now), resolve_client(client))
+
+
+async def areset_timing(name: str, *, client: Any = None, now: float | None = None) -> None:
+    """The async twin of ``reset_timing``."""
+    await faces.arun(_reset_timing(name, now), client)
+
+
+def _reset_timing(name: str, now: float | None) -> faces.Steps[None]:
     schedule = get_schedule(name)
-    queue = schedule.queue(client)
-    now = server_now(queue.client) if now is None else now
+    now = yield from _server_now(now)
+    key = schedule.key()
     # In this order, no transaction needed: a pass between the two sees no slot after now.
-    queue.client.hset(schedule.key(client), "last", int(now * 1000))
-    queue.client.hdel(schedule.key(client), "edit")
-    _wake(queue)
+    last = faces.command("hset", key, "last", int(now * 1000))
+    yield faces.pipeline([last, faces.command("hdel", key, "edit"), *_wake(schedule)])
 
 
 def run_now(name: str, *, client: Any = None) -> str:
     """Enqueue a run of ``name`` now, besides its slots (paused or not); return its id."""
+    return faces.run(_run_now(name), resolve_client(client))
+
+
+async def arun_now(name: str, *, client: Any = None) -> str:
+    """The async twin of ``run_now``."""
+    return await faces.arun(_run_now(name), client)
+
+
+def _run_now(name: str) -> faces.Steps[str]:
     schedule = get_schedule(name)
-    queue = schedule.queue(client)
-    task_id, keys, argv = _fire_record(schedule, queue, server_now(queue.client), now=True)
-    lua.call(queue.client, "queue_enqueue", keys[1:], argv[2:6])
-    queue.client.hset(schedule.key(client), "fired", argv[6])
-    registry.note(COMPONENT, queue.group, client=queue.client)  # as an enqueue does
+    now = yield from _server_now(None)
+    queue = schedule.queue()
+    task_id, keys, argv = _fire_record(schedule, queue, now, now=True)
+    yield faces.pipeline(
+        [
+            faces.script("queue_enqueue", keys[1:], argv[2:6]),
+            faces.command("hset", schedule.key(), "fired", argv[6]),
+        ]
+    )
+    yield from registry.noting(COMPONENT, queue.group)  # as an enqueue does
     return task_id
 
 
-def _wake(queue: TaskQueue) -> None:
-    """Wake the schedulers, so they read the change now rather than at their next slot."""
-    pipe = queue.client.pipeline(transaction=False)
-    pipe.lpush(queue.key("sched_wake"), 1)
-    pipe.ltrim(queue.key("sched_wake"), 0, 0)
-    pipe.execute()
+def _wake(schedule: Schedule) -> list[faces.Op]:
+    """The commands that wake the schedulers, so they read a change now rather than at
+    their next slot."""
+    key = schedule.queue().key("sched_wake")
+    return [faces.command("lpush", key, 1), faces.command("ltrim", key, 0, 0)]
 
 
 # -- the scheduler's pass -----------------------------------------------------------------
