@@ -184,6 +184,28 @@ def test_bad_listing_price_is_a_400_form_error_and_writes_nothing(bob, redis_cli
     assert market_state(redis_client) == before
 
 
+@pytest.mark.parametrize(
+    ("price", "sentence"),
+    [
+        ("", "Enter a price."),
+        ("   ", "Enter a price."),
+        ("9" * 20, "The price can be at most 1,000,000,000.00."),
+        ("1" * 10_000, "The price can be at most 1,000,000,000.00."),
+        ("1000000000.01", "The price can be at most 1,000,000,000.00."),
+        ("12,50", "Enter a price as a number, like 12 or 12.50."),
+    ],
+)
+def test_a_listing_price_refusal_says_what_to_type(bob, price, sentence):
+    response = bob.post("/market/sell/", {"item": "Leather boots", "price": price})
+    assert response.status_code == 400
+    assert [str(e) for e in response.context["form"].errors["price"]] == [sentence]
+
+
+def test_a_price_field_missing_says_enter_a_price(bob):
+    response = bob.post("/market/sell/", {"item": "Leather boots"})
+    assert response.context["form"].errors["price"] == ["Enter a price."]
+
+
 BAD_ITEMS = ["", "Sword", "a:b", "{x}", "*", "x" * 10_000, "Leather\x07boots", "Healing potion"]
 
 
