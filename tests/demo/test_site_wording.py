@@ -1,0 +1,64 @@
+"""The demo site says one thing one way: dates in one format, human durations, the words
+of the pages as they are."""
+
+import re
+from datetime import UTC, datetime
+
+import pytest
+from django.core.mail import EmailMessage
+from django.test import override_settings
+
+from marketplace.demo_data import CHAT_ID
+from marketplace.mailers import FILE_BACKEND, mail_settings
+from marketplace.templatetags.site_dates import site_date
+from redisparts_app.services import chat
+from redisparts_app.services.mail import Mailbox
+from tests.demo.site_helpers import client_for
+
+pytestmark = pytest.mark.cluster
+
+# What the site writes for a moment, and what it must not (RFC 2822, ISO, "UTC" suffixes).
+SITE_DATE = re.compile(r"\b[A-Z][a-z]{2} \d{1,2}, \d\d:\d\d\b")
+OTHER_DATE = re.compile(r"\b(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d|\d{4}-\d\d-\d\d[ T]\d|, \d{4}, ")
+
+
+def visible_text(response) -> str:
+    """The page's text outside tags (attributes such as datetime= and title= left out)."""
+    return re.sub(r"<[^>]*>", " ", response.content.decode())
+
+
+@pytest.mark.parametrize(
+    ("moment", "written"),
+    [
+        (datetime(2026, 11, 29, 3, 15, tzinfo=UTC), "Nov 29, 03:15"),
+        (datetime(2026, 1, 2, 23, 5), "Jan 2, 23:05"),  # naive: taken as UTC
+        (None, ""),
+    ],
+)
+def test_site_date_writes_the_sites_one_format(moment, written):
+    assert site_date(moment) == written
+
+
+def test_the_outbox_writes_dates_as_the_site_does(demo, tmp_path):
+    with override_settings(**mail_settings(FILE_BACKEND, file_path=tmp_path)):
+        for date in ("Sun, 29 Nov 2026 04:15:00 +0100", "Sun, 29 Nov 2026 05:20:00 -0000"):
+            headers = {"Date": date}
+            to = ["alice@redisparts.test"]
+            EmailMessage("Your Lantern sold", "Sold.", "m@x.test", to, headers=headers).send()
+        response = client_for("alice").get("/outbox/")
+    text = visible_text(response)
+    assert "Nov 29, 03:15" in text
+    assert "Nov 29, 05:20" in text
+    assert not OTHER_DATE.search(text), OTHER_DATE.search(text)
+    assert '<time datetime="2026-11-29T03:15:00+00:00">' in response.content.decode()
+
+
+def test_mail_and_chat_pages_write_dates_as_the_site_does(demo):
+    Mailbox("alice").send("bob", "Dates", "One format.")
+    chat.send_message(CHAT_ID, "bob", "And here.")
+    client = client_for("alice")
+    message_id = Mailbox("alice").fetch(0, 1).messages[0].id
+    for path in ("/mail/", f"/mail/{message_id}/", "/chat/"):
+        text = visible_text(client.get(path))
+        assert SITE_DATE.search(text), path
+        assert not OTHER_DATE.search(text), (path, OTHER_DATE.search(text))
