@@ -30,6 +30,7 @@ from redisparts_app.services.locks import Lock
 from redisparts_app.services.mail import Mailbox
 from redisparts_app.services.semaphores import Semaphore
 from redisparts_app.services.tasks import TaskQueue, Worker, enqueue
+from redisparts_app.templatetags.redisparts_admin import duration
 from tests.tasks_helpers import fails_until_flag, wait_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.cluster]
@@ -225,6 +226,25 @@ def test_counters_stats_and_logs_pages_with_charts(admin_client):
     html = admin_client.get(url("admin:redisparts_logs") + "?name=web&severity=warning").content
     html = html.decode()
     assert "payment declined &lt;b&gt;</td><td>2</td>" in html
+
+
+def test_counters_page_says_precisions_as_durations(admin_client):
+    counters.update_counter("hits", clock=lambda: 1_700_000_000.0)  # at every precision
+    html = admin_client.get(url("admin:redisparts_counters") + "?name=hits").content.decode()
+    for said in (">1 second<", ">5 seconds<", ">1 minute<", ">5 minutes<", ">1 hour<", ">5 hours<",
+                 ">1 day<"):  # fmt: skip
+        assert said in html
+    assert " s</a>" not in html
+    assert "86400" not in re.sub(r"<[^>]*>", "", html)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [(1, "1 second"), (90, "90 seconds"), (300, "5 minutes"), (18000, "5 hours"),
+     (86400, "1 day"), (172800, "2 days"), (0, "0 seconds")],
+)  # fmt: skip
+def test_duration_says_seconds_in_the_largest_exact_unit(seconds, said):
+    assert duration(seconds) == said
 
 
 def test_persistence_page_shows_the_server_state(admin_client, redis_client):
