@@ -62,3 +62,9 @@ def test_mail_and_chat_pages_write_dates_as_the_site_does(demo):
         text = visible_text(client.get(path))
         assert SITE_DATE.search(text), path
         assert not OTHER_DATE.search(text), (path, OTHER_DATE.search(text))
+
+
+def test_the_home_page_says_chat_is_pushed(demo):
+    text = visible_text(client_for(None).get("/"))
+    assert "by pull" not in text
+    assert "group chat pushed as server-sent events, polling as fallback" in text
