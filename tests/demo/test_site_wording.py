@@ -11,7 +11,7 @@ from django.test import override_settings
 from marketplace.demo_data import CHAT_ID
 from marketplace.mailers import FILE_BACKEND, mail_settings
 from marketplace.templatetags.site_dates import site_date
-from redisparts_app.services import chat
+from redisparts_app.services import chat, config
 from redisparts_app.services.mail import Mailbox
 from tests.demo.site_helpers import client_for
 
@@ -68,3 +68,25 @@ def test_the_home_page_says_chat_is_pushed(demo):
     text = visible_text(client_for(None).get("/"))
     assert "by pull" not in text
     assert "group chat pushed as server-sent events, polling as fallback" in text
+
+
+def test_staff_sign_in_at_login_during_maintenance(demo):
+    config.set_maintenance(message="Upgrading the market")
+    config.clear_local_cache()
+    try:
+        visitor = client_for(None)
+        page = visitor.get("/login/")
+        assert page.status_code == 200
+        assert 'name="password"' in page.content.decode()
+        signed_in = visitor.post("/login/", {"username": "admin", "password": "admin-demo"})
+        assert signed_in.status_code == 302
+        assert visitor.get(signed_in["Location"]).status_code == 200  # staff get through
+        alice = client_for(None)
+        assert (
+            alice.post("/login/", {"username": "alice", "password": "alice-demo"}).status_code
+            == 302
+        )
+        assert alice.get("/market/").status_code == 503  # the rest of the site stays closed
+    finally:
+        config.clear_maintenance()
+        config.clear_local_cache()
