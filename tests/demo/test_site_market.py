@@ -1,6 +1,8 @@
 """Market pages through the Django test client: buy end to end with the worker, listing,
 cancelling, refusals as messages, bad input as 400 with nothing written, escaping."""
 
+import re
+
 import pytest
 from django.contrib.auth.models import User
 from django.core import mail
@@ -132,6 +134,23 @@ def test_insufficient_funds_is_a_message(client, demo, redis_client):
     )
     assert any("Not enough funds" in m for m in messages_of(response))
     assert market_state(redis_client) == before
+
+
+def test_buy_is_disabled_with_a_reason_on_what_you_cannot_afford(client, demo):
+    client.force_login(User.objects.get(username="dave"))  # 200.00 in funds
+    for item, price in (("Castle", 20_001), ("Cottage", 20_000)):
+        market.give_item("alice", item)
+        market.list_item("alice", item, price)
+    pages = [client.get("/market/", {"page": page}) for page in (2, 3)]
+    rows = {row["item"]: row["affordable"] for p in pages for row in p.context["listings"]}
+    assert rows == {"Map of Vell": True, "Bow": True, "Cottage": True, "Castle": False}
+    html = "".join(page.content.decode() for page in pages)
+    buttons = re.findall(r"<button [^>]*>Buy</button>(?:\s*<span[^>]*>[^<]*</span>)?", html)
+    disabled = [b for b in buttons if " disabled" in b]
+    assert len(buttons) == 4
+    assert len(disabled) == 1
+    assert "Buy Castle from alice" in disabled[0]
+    assert "Not enough funds</span>" in disabled[0]
 
 
 def test_a_full_market_semaphore_is_a_friendly_message(bob, redis_client):
