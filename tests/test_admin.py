@@ -247,6 +247,24 @@ def test_duration_says_seconds_in_the_largest_exact_unit(seconds, said):
     assert duration(seconds) == said
 
 
+def test_logs_page_opens_on_a_log_with_entries(admin_client):
+    # "a-django" sorts first but holds only warnings; the purchases are info in "shop".
+    logs.log_recent("a-django", "slow request", "warning")
+    logs.log_recent("shop", "alice bought Lantern", "info")
+    page = admin_client.get(url("admin:redisparts_logs"))
+    assert page.context["name"] == "shop"
+    assert page.context["severity"] == "info"
+    assert "alice bought Lantern" in page.content.decode()
+    # A log named without a severity opens on a severity it has entries at.
+    page = admin_client.get(url("admin:redisparts_logs") + "?name=a-django")
+    assert page.context["severity"] == "warning"
+    assert "slow request" in page.content.decode()
+    # Named both ways, the page shows what was asked, empty or not.
+    page = admin_client.get(url("admin:redisparts_logs") + "?name=a-django&severity=info")
+    assert page.context["severity"] == "info"
+    assert "No info entries." in page.content.decode()
+
+
 def test_persistence_page_shows_the_server_state(admin_client, redis_client):
     html = admin_client.get(url("admin:redisparts_persistence")).content.decode()
     assert redis_client.info("server")["redis_version"] in html
