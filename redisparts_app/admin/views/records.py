@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from ...conf import app_settings
 from ...exceptions import RedisPartsError
 from ...services import counters, listings, logs, stats
+from ...templatetags.redisparts_admin import duration
 from ..charts import bar_chart
 from .paging import COUNTERS_PER_PAGE, LOG_NAMES_PER_PAGE, cursor_page, int_param
 
@@ -45,7 +46,7 @@ def counter_charts(model_admin: "RedisPartsAdmin", request: HttpRequest) -> Http
             messages.error(request, str(exc))
             samples, chosen = [], None
         points = [(time.strftime("%H:%M:%S", time.gmtime(s)), v) for s, v in samples]
-        chart = bar_chart(points, title=f"{chosen} per {precision} s")
+        chart = bar_chart(points, title=f"{chosen} per {duration(precision)}")
     following = start + COUNTERS_PER_PAGE
     return model_admin.render(
         request,
