@@ -90,3 +90,29 @@ def test_staff_sign_in_at_login_during_maintenance(demo):
     finally:
         config.clear_maintenance()
         config.clear_local_cache()
+
+
+BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+PROMETHEUS = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/health/"])
+@pytest.mark.parametrize("user", [None, "alice"])
+def test_monitoring_refuses_a_browser_with_the_sites_403_page(demo, path, user):
+    response = client_for(user).get(path, headers={"Accept": BROWSER})
+    assert response.status_code == 403
+    assert response["Content-Type"].startswith("text/html")
+    body = response.content.decode()
+    assert "marketplace/site.css" in body
+    assert "This page is for staff who may see the Redis parts" in body
+    assert ('href="/login/?next=' in body) is (user is None)
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/health/", "/health/?format=json"])
+@pytest.mark.parametrize("accept", [PROMETHEUS, "*/*", "application/json", None])
+def test_monitoring_refuses_a_scraper_with_a_line_of_text(demo, path, accept):
+    headers = {"Accept": accept} if accept else {}
+    response = client_for("alice").get(path, headers=headers)
+    assert response.status_code == 403
+    assert response["Content-Type"] == "text/plain; charset=utf-8"
+    assert "METRICS_TOKEN" in response.content.decode()
