@@ -321,10 +321,18 @@ def test_a_stuck_ready_task_is_deleted_from_its_queue_page(admin_client):
     stuck, other = (record.enqueue_with(args=[n], on_commit=False) for n in ("a", "b"))
     page_url = url("admin:redisparts_peek", "default", "default")
     page = admin_client.get(page_url).content.decode()
-    delete_url = url("admin:redisparts_task_delete", "default", stuck)
-    assert f'action="{delete_url}"' in page
-    assert "return confirm(" in page  # the browser asks first
-    response = admin_client.post(delete_url, {"next": page_url})
+    # One task is deleted as several are: through the bulk action, which asks on a page.
+    bulk_url = url("admin:redisparts_task_bulk", "default")
+    assert f'action="{bulk_url}"' in page
+    assert f'name="ids" value="{stuck}"' in page
+    assert "confirm(" not in page  # no browser confirm box
+    asked = admin_client.post(bulk_url, {"action": "delete", "ids": stuck, "next": page_url})
+    assert asked.status_code == 200
+    assert "Yes, delete 1 task" in asked.content.decode()
+    assert len(TaskQueue().peek("default")) == 2  # nothing done before the answer
+    response = admin_client.post(
+        bulk_url, {"action": "delete", "ids": stuck, "next": page_url, "confirmed": "yes"}
+    )
     assert response.status_code == 302
     assert response["Location"] == page_url  # back to the queue's page
     assert [task.id for task in TaskQueue().peek("default")] == [other]
@@ -332,6 +340,18 @@ def test_a_stuck_ready_task_is_deleted_from_its_queue_page(admin_client):
         url("admin:redisparts_task_delete", "default", other), {"next": "https://evil.example/"}
     )
     assert elsewhere["Location"].startswith(url("admin:redisparts_tasks"))  # no open redirect
+
+
+def test_the_task_page_deletes_through_the_same_confirmation_page(admin_client):
+    [task_id] = failed_tasks(1)
+    page = admin_client.get(url("admin:redisparts_task", "default", task_id)).content.decode()
+    bulk_url = url("admin:redisparts_task_bulk", "default")
+    form = page[page.index(f'action="{bulk_url}"') :]
+    form = form[: form.index("</form>")]
+    assert 'name="action" value="delete"' in form
+    assert f'name="ids" value="{task_id}"' in form
+    assert 'name="next"' not in form  # back to the queue's list: the task will be gone
+    assert 'name="confirmed"' not in form
 
 
 def test_a_stuck_lock_is_released_for_the_owner_seen_and_wakes_a_waiter(admin_client, caplog):
@@ -361,7 +381,7 @@ def test_bulk_retry_asks_first_then_requeues_the_chosen_tasks(admin_client):
     page = admin_client.get(page_url).content.decode()
     bulk_url = url("admin:redisparts_task_bulk", "default")
     assert f'action="{bulk_url}"' in page
-    assert page.count('name="ids"') == 3
+    assert page.count('type="checkbox" name="ids"') == 3  # each Delete has one too
     chosen = {"action": "retry", "ids": [first, third], "next": page_url}
     asked = admin_client.post(bulk_url, chosen)
     assert asked.status_code == 200  # a page listing the chosen tasks, nothing done yet
