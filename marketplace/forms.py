@@ -13,25 +13,31 @@ from redisparts_app.services.market import validate_price
 from .money import format_cents
 from .refusals import refusal
 
-PRICE_PATTERN = re.compile(r"[0-9]{1,15}(?:\.[0-9]{1,2})?")
+PRICE_PATTERN = re.compile(r"([0-9]+)(?:\.[0-9]{1,2})?")
+PRICE_REQUIRED = "Enter a price."
 
 
 def parse_price(text: str) -> int:
     """Turn what a person types ("12", "12.5", "12.50") into cents; ValidationError if not."""
     text = text.strip()
     if not text:
-        raise forms.ValidationError("Enter a price.")
+        raise forms.ValidationError(PRICE_REQUIRED)
     if text.startswith("-"):
         raise forms.ValidationError("The price must be more than zero.")
-    if not PRICE_PATTERN.fullmatch(text):
+    number = PRICE_PATTERN.fullmatch(text)
+    if number is None:
         raise forms.ValidationError("Enter a price as a number, like 12 or 12.50.")
+    limit = app_settings.MARKET_MAX_PRICE
+    too_high = forms.ValidationError(f"The price can be at most {format_cents(limit)}.")
+    # Counted before int(): a number of any length says the limit, not a parse error.
+    if len(number[1].lstrip("0")) > len(str(limit // 100)):
+        raise too_high
     whole, _, fraction = text.partition(".")
     cents = int(whole) * 100 + int(fraction.ljust(2, "0") or 0)
     if cents == 0:
         raise forms.ValidationError("The price must be more than zero.")
-    limit = app_settings.MARKET_MAX_PRICE
     if cents > limit:
-        raise forms.ValidationError(f"The price can be at most {format_cents(limit)}.")
+        raise too_high
     return validate_price(cents)
 
 
@@ -47,10 +53,11 @@ class ListItemForm(forms.Form):
     """Put an item of your inventory on the market."""
 
     item = forms.ChoiceField(label="Item")
+    # No max_length: parse_price says the limit whatever the length typed.
     price = forms.CharField(
         label="Price",
-        max_length=20,
         strip=True,
+        error_messages={"required": PRICE_REQUIRED},
         widget=forms.TextInput(attrs={"inputmode": "decimal", "placeholder": "12.50"}),
     )
 

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from redisparts_app.services.ratelimit import Decision, RateLimit
 
@@ -30,9 +32,19 @@ def retry_seconds(decision: Decision) -> int:
     return max(1, math.ceil(decision.retry_after))
 
 
-def retry_sentence(message: str, seconds: int) -> str:
-    """``message`` and when to try again, as the 429 page and fragment say it."""
-    return f"{message} Try again in {seconds} second{'' if seconds == 1 else 's'}."
+def retry_sentence(message: str, seconds: int) -> SafeString:
+    """``message`` and when to try again, as the 429 page, fragment and forms say it.
+
+    The wait is a timer that site.js counts down; without JavaScript it says the wait
+    as it was when the page was made.
+    """
+    return format_html(
+        '{} Try again <span role="timer" data-retry-seconds="{}">in {} second{}</span>.',
+        message,
+        seconds,
+        seconds,
+        "" if seconds == 1 else "s",
+    )
 
 
 def too_many_requests(
@@ -51,7 +63,7 @@ def too_many_requests(
         response.status_code = 429
     else:
         template = "_429.html" if htmx else "429.html"
-        context = {"message": message, "seconds": seconds, "back": request.path}
+        context = {"sentence": retry_sentence(message, seconds), "back": request.path}
         response = render(request, template, context, status=429)
     response["Retry-After"] = str(seconds)
     return response

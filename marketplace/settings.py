@@ -147,9 +147,10 @@ REDISPARTS = {
     "KEY_PREFIX": "rp",
     "CONNECTIONS": {"default": {"CACHE": "default"}},
     # Opens /metrics and /health/ to a scraper (staff sessions always get in), and keeps
-    # them answering while the maintenance page is up.
+    # them answering while the maintenance page is up; /login/ too, so staff can sign in
+    # where they always do (everyone else signed in still gets the maintenance page).
     "METRICS_TOKEN": os.environ.get("REDISPARTS_METRICS_TOKEN") or None,
-    "MAINTENANCE_EXEMPT_PATHS": ["/admin/", "/metrics", "/health/"],
+    "MAINTENANCE_EXEMPT_PATHS": ["/admin/", "/metrics", "/health/", "/login/"],
     "EMBEDDED": None
     if os.environ.get("REDIS_URL") or REDIS_SENTINELS or REDIS_CLUSTER_NODES
     else {

@@ -30,6 +30,7 @@ from redisparts_app.services.locks import Lock
 from redisparts_app.services.mail import Mailbox
 from redisparts_app.services.semaphores import Semaphore
 from redisparts_app.services.tasks import TaskQueue, Worker, enqueue
+from redisparts_app.templatetags.redisparts_admin import duration
 from tests.tasks_helpers import fails_until_flag, wait_until
 
 pytestmark = [pytest.mark.django_db, pytest.mark.cluster]
@@ -227,6 +228,43 @@ def test_counters_stats_and_logs_pages_with_charts(admin_client):
     assert "payment declined &lt;b&gt;</td><td>2</td>" in html
 
 
+def test_counters_page_says_precisions_as_durations(admin_client):
+    counters.update_counter("hits", clock=lambda: 1_700_000_000.0)  # at every precision
+    html = admin_client.get(url("admin:redisparts_counters") + "?name=hits").content.decode()
+    for said in (">1 second<", ">5 seconds<", ">1 minute<", ">5 minutes<", ">1 hour<", ">5 hours<",
+                 ">1 day<"):  # fmt: skip
+        assert said in html
+    assert " s</a>" not in html
+    assert "86400" not in re.sub(r"<[^>]*>", "", html)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [(1, "1 second"), (90, "90 seconds"), (300, "5 minutes"), (18000, "5 hours"),
+     (86400, "1 day"), (172800, "2 days"), (0, "0 seconds")],
+)  # fmt: skip
+def test_duration_says_seconds_in_the_largest_exact_unit(seconds, said):
+    assert duration(seconds) == said
+
+
+def test_logs_page_opens_on_a_log_with_entries(admin_client):
+    # "a-django" sorts first but holds only warnings; the purchases are info in "shop".
+    logs.log_recent("a-django", "slow request", "warning")
+    logs.log_recent("shop", "alice bought Lantern", "info")
+    page = admin_client.get(url("admin:redisparts_logs"))
+    assert page.context["name"] == "shop"
+    assert page.context["severity"] == "info"
+    assert "alice bought Lantern" in page.content.decode()
+    # A log named without a severity opens on a severity it has entries at.
+    page = admin_client.get(url("admin:redisparts_logs") + "?name=a-django")
+    assert page.context["severity"] == "warning"
+    assert "slow request" in page.content.decode()
+    # Named both ways, the page shows what was asked, empty or not.
+    page = admin_client.get(url("admin:redisparts_logs") + "?name=a-django&severity=info")
+    assert page.context["severity"] == "info"
+    assert "No info entries." in page.content.decode()
+
+
 def test_persistence_page_shows_the_server_state(admin_client, redis_client):
     html = admin_client.get(url("admin:redisparts_persistence")).content.decode()
     assert redis_client.info("server")["redis_version"] in html
@@ -283,10 +321,18 @@ def test_a_stuck_ready_task_is_deleted_from_its_queue_page(admin_client):
     stuck, other = (record.enqueue_with(args=[n], on_commit=False) for n in ("a", "b"))
     page_url = url("admin:redisparts_peek", "default", "default")
     page = admin_client.get(page_url).content.decode()
-    delete_url = url("admin:redisparts_task_delete", "default", stuck)
-    assert f'action="{delete_url}"' in page
-    assert "return confirm(" in page  # the browser asks first
-    response = admin_client.post(delete_url, {"next": page_url})
+    # One task is deleted as several are: through the bulk action, which asks on a page.
+    bulk_url = url("admin:redisparts_task_bulk", "default")
+    assert f'action="{bulk_url}"' in page
+    assert f'name="ids" value="{stuck}"' in page
+    assert "confirm(" not in page  # no browser confirm box
+    asked = admin_client.post(bulk_url, {"action": "delete", "ids": stuck, "next": page_url})
+    assert asked.status_code == 200
+    assert "Yes, delete 1 task" in asked.content.decode()
+    assert len(TaskQueue().peek("default")) == 2  # nothing done before the answer
+    response = admin_client.post(
+        bulk_url, {"action": "delete", "ids": stuck, "next": page_url, "confirmed": "yes"}
+    )
     assert response.status_code == 302
     assert response["Location"] == page_url  # back to the queue's page
     assert [task.id for task in TaskQueue().peek("default")] == [other]
@@ -294,6 +340,18 @@ def test_a_stuck_ready_task_is_deleted_from_its_queue_page(admin_client):
         url("admin:redisparts_task_delete", "default", other), {"next": "https://evil.example/"}
     )
     assert elsewhere["Location"].startswith(url("admin:redisparts_tasks"))  # no open redirect
+
+
+def test_the_task_page_deletes_through_the_same_confirmation_page(admin_client):
+    [task_id] = failed_tasks(1)
+    page = admin_client.get(url("admin:redisparts_task", "default", task_id)).content.decode()
+    bulk_url = url("admin:redisparts_task_bulk", "default")
+    form = page[page.index(f'action="{bulk_url}"') :]
+    form = form[: form.index("</form>")]
+    assert 'name="action" value="delete"' in form
+    assert f'name="ids" value="{task_id}"' in form
+    assert 'name="next"' not in form  # back to the queue's list: the task will be gone
+    assert 'name="confirmed"' not in form
 
 
 def test_a_stuck_lock_is_released_for_the_owner_seen_and_wakes_a_waiter(admin_client, caplog):
@@ -323,7 +381,7 @@ def test_bulk_retry_asks_first_then_requeues_the_chosen_tasks(admin_client):
     page = admin_client.get(page_url).content.decode()
     bulk_url = url("admin:redisparts_task_bulk", "default")
     assert f'action="{bulk_url}"' in page
-    assert page.count('name="ids"') == 3
+    assert page.count('type="checkbox" name="ids"') == 3  # each Delete has one too
     chosen = {"action": "retry", "ids": [first, third], "next": page_url}
     asked = admin_client.post(bulk_url, chosen)
     assert asked.status_code == 200  # a page listing the chosen tasks, nothing done yet

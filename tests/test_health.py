@@ -356,6 +356,19 @@ def test_anonymous_and_non_staff_users_get_403(client, path):
     assert "METRICS_TOKEN" in response.content.decode()
 
 
+@pytest.mark.parametrize("path", ["/metrics", "/health/"])
+def test_a_browser_gets_the_projects_403_page_and_a_scraper_a_line(client, path):
+    page = client.get(path, headers={"Accept": "text/html,*/*;q=0.8"})
+    assert page.status_code == 403
+    assert page["Content-Type"].startswith("text/html")
+    assert "METRICS_TOKEN" not in page.content.decode()  # for people, not scrapers
+    for accept in ("text/plain;version=0.0.4", "*/*"):
+        line = client.get(path, headers={"Accept": accept})
+        assert line.status_code == 403
+        assert line["Content-Type"] == "text/plain; charset=utf-8"
+        assert "METRICS_TOKEN" in line.content.decode()
+
+
 @pytest.mark.parametrize("path", ["/metrics", "/health/?format=json"])
 def test_staff_with_the_permission_and_superusers_get_in(staff, admin_client, path):
     assert staff.get(path).status_code == 200

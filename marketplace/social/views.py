@@ -89,6 +89,11 @@ def _prefix(value: str) -> str:
 @login_required
 @require_GET
 def guild_page(request: HttpRequest) -> HttpResponse:
+    return _guild_page(request, GuildForm())
+
+
+def _guild_page(request: HttpRequest, form: GuildForm, status: int = 200) -> HttpResponse:
+    """The guild page; ``form`` is the "Join or found" form, bound when it was refused."""
     user = request.user.username
     guilds = all_guilds()
     mine = user_guilds(user, guilds)
@@ -101,17 +106,17 @@ def guild_page(request: HttpRequest) -> HttpResponse:
         "selected": selected,
         "members": AddressBook(selected).complete("", MEMBER_RESULTS) if selected else [],
         "recent": RecentContacts(user).names()[:10],
-        "form": GuildForm(),
+        "form": form,
     }
-    return render(request, "marketplace/social/guild.html", context)
+    return render(request, "marketplace/social/guild.html", context, status=status)
 
 
 @login_required
 @require_POST
 def guild_join(request: HttpRequest) -> HttpResponse:
     form = GuildForm(request.POST)
-    if not form.is_valid():
-        return _error(request, 400, form.errors["guild"][0])
+    if not form.is_valid():  # answered in place, the typed name kept
+        return _guild_page(request, form, status=400)
     guild = form.cleaned_data["guild"]
     if AddressBook(guild).join(request.user.username):
         messages.success(request, f"You joined {guild}.")

@@ -55,6 +55,9 @@ def friend_add(request: HttpRequest) -> HttpResponse:
         context = _context(request, form)
         return render(request, "marketplace/friends.html", context, status=400)
     name = form.cleaned_data["username"]
+    if name in presence.friends(request.user.get_username()):
+        messages.info(request, f"You and {name} already are friends.")
+        return redirect("friends")
     presence.add_friend(request.user.get_username(), name)
     messages.success(request, f"You and {name} are friends now.")
     return redirect("friends")

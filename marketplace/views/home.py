@@ -12,7 +12,7 @@ PARTS = [
     ("Locks", "Owner-only release, fencing tokens, wake-up on release."),
     ("Semaphores", "Counting and fair semaphores, never above the limit."),
     ("Task queues", "Priority queues, delayed tasks, nothing lost when a worker dies."),
-    ("Messaging", "Guild mail and group chat by pull."),
+    ("Messaging", "Guild mail, and group chat pushed as server-sent events, polling as fallback."),
     ("File distribution", "Log files through Redis to many processors."),
     ("Transactions", "Market purchases with WATCH, locks or one Lua script."),
     ("Counters and stats", "Counters at several precisions, response-time statistics."),

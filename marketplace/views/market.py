@@ -137,6 +137,9 @@ def _context(request, username, page, size, form=None):
                 "price": row.price,
                 "shown_price": format_cents(row.price),
                 "own": row.seller == username,
+                # The server still refuses a purchase beyond the funds; this only says so
+                # before the click.
+                "affordable": funds is not None and row.price <= funds,
             }
             for row in listings
         ],

@@ -6,8 +6,10 @@ first and at most MAX_FILES of them, so a large folder costs a bounded amount of
 """
 
 import email
+import email.message
 import email.policy
 import email.utils
+from datetime import datetime
 from pathlib import Path
 
 from django.contrib.auth.decorators import login_required
@@ -41,11 +43,20 @@ def read_outbox(folder: Path, max_files: int = MAX_FILES) -> list[dict]:
                     "to": str(message.get("To", "")),
                     "recipients": addresses(message.get_all("To", [])),
                     "subject": str(message.get("Subject", "")),
-                    "date": str(message.get("Date", "")),
+                    "date": sent_at(message),
                     "body": body.get_content() if body is not None else "",
                 }
             )
     return found
+
+
+def sent_at(message: email.message.EmailMessage) -> datetime | None:
+    """The moment in the message's Date header; None when it has none or it is unreadable."""
+    try:
+        header = message.get("Date")
+        return getattr(header, "datetime", None)
+    except (TypeError, ValueError, IndexError):
+        return None
 
 
 def addresses(headers: list) -> set[str]:

@@ -184,7 +184,8 @@ class HealthView(HealthCheckView):
     async def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         # The session and user live in the database: read them outside the event loop.
         if not await sync_to_async(access.may_monitor)(request):
-            return access.denied()
+            # The 403 page may read the session's user: outside the event loop too.
+            return await sync_to_async(access.denied)(request)
         return await super().dispatch(request, *args, **kwargs)
 
     def get_checks(self) -> Any:

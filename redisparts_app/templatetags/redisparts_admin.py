@@ -13,6 +13,7 @@ from django import template
 __all__ = [
     "arguments",
     "cents",
+    "duration",
     "seconds_since",
     "seconds_until",
     "timestamp",
@@ -44,6 +45,23 @@ def cents(value: int) -> str:
     """An amount in cents as units with two decimals and thousands separators: 1,234.50."""
     units, rest = divmod(int(value), 100)
     return f"{units:,}.{rest:02d}"
+
+
+_UNITS = [("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)]
+
+
+@register.filter
+def duration(seconds: int) -> str:
+    """Whole seconds as a person says them: 18000 -> "5 hours", 90 -> "90 seconds".
+
+    The largest unit that divides ``seconds`` exactly, so nothing is rounded away.
+    """
+    seconds = int(seconds)
+    for unit, size in _UNITS:
+        if seconds and seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return f"{seconds} seconds"
 
 
 def _span(seconds: float) -> str:

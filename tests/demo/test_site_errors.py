@@ -195,7 +195,7 @@ def test_a_rate_limited_mail_comes_back_in_its_form_with_when_to_retry(client, d
     body = text_of(response)
     assert response.status_code == 429
     assert 1 <= int(response["Retry-After"]) <= 60
-    assert "You are sending mail too fast. Try again in" in body
+    assert 'You are sending mail too fast. Try again <span role="timer" data-retry' in body
     assert 'value="Second try"' in body
     assert "Kept body</textarea>" in body
 
@@ -208,7 +208,7 @@ def test_a_rate_limited_new_chat_comes_back_in_its_form(client, demo, settings):
     response = client.post("/chat/new/", chat)
     body = text_of(response)
     assert response.status_code == 429
-    assert "You are sending chat messages too fast. Try again in" in body
+    assert 'You are sending chat messages too fast. Try again <span role="timer" data-retry' in body
     assert "Kept first message</textarea>" in body
 
 

@@ -1,6 +1,8 @@
 """Market pages through the Django test client: buy end to end with the worker, listing,
 cancelling, refusals as messages, bad input as 400 with nothing written, escaping."""
 
+import re
+
 import pytest
 from django.contrib.auth.models import User
 from django.core import mail
@@ -134,6 +136,23 @@ def test_insufficient_funds_is_a_message(client, demo, redis_client):
     assert market_state(redis_client) == before
 
 
+def test_buy_is_disabled_with_a_reason_on_what_you_cannot_afford(client, demo):
+    client.force_login(User.objects.get(username="dave"))  # 200.00 in funds
+    for item, price in (("Castle", 20_001), ("Cottage", 20_000)):
+        market.give_item("alice", item)
+        market.list_item("alice", item, price)
+    pages = [client.get("/market/", {"page": page}) for page in (2, 3)]
+    rows = {row["item"]: row["affordable"] for p in pages for row in p.context["listings"]}
+    assert rows == {"Map of Vell": True, "Bow": True, "Cottage": True, "Castle": False}
+    html = "".join(page.content.decode() for page in pages)
+    buttons = re.findall(r"<button [^>]*>Buy</button>(?:\s*<span[^>]*>[^<]*</span>)?", html)
+    disabled = [b for b in buttons if " disabled" in b]
+    assert len(buttons) == 4
+    assert len(disabled) == 1
+    assert "Buy Castle from alice" in disabled[0]
+    assert "Not enough funds</span>" in disabled[0]
+
+
 def test_a_full_market_semaphore_is_a_friendly_message(bob, redis_client):
     semaphore = FairSemaphore("market-bob", LIMIT, timeout=10)
     held = [semaphore.acquire() for _ in range(LIMIT)]
@@ -182,6 +201,28 @@ def test_bad_listing_price_is_a_400_form_error_and_writes_nothing(bob, redis_cli
     assert response.status_code == 400
     assert 'id="id_price_error"' in response.content.decode()
     assert market_state(redis_client) == before
+
+
+@pytest.mark.parametrize(
+    ("price", "sentence"),
+    [
+        ("", "Enter a price."),
+        ("   ", "Enter a price."),
+        ("9" * 20, "The price can be at most 1,000,000,000.00."),
+        ("1" * 10_000, "The price can be at most 1,000,000,000.00."),
+        ("1000000000.01", "The price can be at most 1,000,000,000.00."),
+        ("12,50", "Enter a price as a number, like 12 or 12.50."),
+    ],
+)
+def test_a_listing_price_refusal_says_what_to_type(bob, price, sentence):
+    response = bob.post("/market/sell/", {"item": "Leather boots", "price": price})
+    assert response.status_code == 400
+    assert [str(e) for e in response.context["form"].errors["price"]] == [sentence]
+
+
+def test_a_price_field_missing_says_enter_a_price(bob):
+    response = bob.post("/market/sell/", {"item": "Leather boots"})
+    assert response.context["form"].errors["price"] == ["Enter a price."]
 
 
 BAD_ITEMS = ["", "Sword", "a:b", "{x}", "*", "x" * 10_000, "Leather\x07boots", "Healing potion"]

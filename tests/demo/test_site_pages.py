@@ -111,6 +111,16 @@ def test_add_and_remove_friend(client, demo):
     assert "alice" not in presence.friends("dave")
 
 
+def test_adding_a_friend_you_have_says_you_already_are(client, demo):
+    login(client, "alice")
+    client.post("/friends/add/", {"username": "dave"}, follow=True)
+    response = client.post("/friends/add/", {"username": "dave"}, follow=True)
+    body = response.content.decode()
+    assert "You and dave already are friends." in body
+    assert "friends now" not in body
+    assert "dave" in presence.friends("alice")
+
+
 @pytest.mark.parametrize(
     "name", ["", "alice", "nobody", "a:b", "{x}", "*", "x" * 10_000, "bo\x00b", "<script>"]
 )

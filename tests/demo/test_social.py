@@ -10,6 +10,7 @@ from django.conf import settings
 from django.shortcuts import resolve_url
 from django.test import Client
 
+from marketplace.social.guilds import all_guilds
 from redisparts_app.conf import app_settings
 from redisparts_app.services import chat
 from redisparts_app.services.autocomplete import AddressBook, RecentContacts
@@ -126,6 +127,17 @@ def test_join_and_leave_a_guild(carol):
     assert "carol" in carol.get("/guild/members/", {"guild": GUILD, "q": "car"}).text
     assert carol.post("/guild/leave/", {"guild": GUILD}).status_code == 302
     assert "carol" not in AddressBook(GUILD)
+
+
+def test_a_refused_guild_name_is_answered_in_place_with_the_typed_name(alice):
+    response = alice.post("/guild/join/", {"guild": "Bad:Name"})
+    assert response.status_code == 400
+    assert "That did not work" not in response.text
+    assert "A guild name cannot contain &#x27;:&#x27;." in response.text
+    assert 'value="Bad:Name"' in response.text
+    assert 'aria-invalid="true"' in response.text
+    assert "Your guilds" in response.text  # the guild page itself
+    assert "Bad:Name" not in all_guilds()
 
 
 def test_any_valid_guild_name_can_be_founded(alice):

@@ -11,7 +11,8 @@
 // refused message stays in its box. On an element with data-stop-on="403 404", those
 // statuses stop its polling (a chat left in another tab). A request from inside an
 // element with data-reveal-result brings the first message of what it swapped in into
-// view when that message is out of view (see the end).
+// view when that message is out of view (see the end). A wait before trying again
+// (data-retry-seconds, a rate limit's answer) counts down to "now".
 (function () {
   "use strict";
   if (window.sitePagesReady) return;
@@ -126,4 +127,37 @@
     if (box.top >= top && box.bottom <= window.innerHeight) return;
     window.scrollBy(0, box.top - top - 12);
   });
+
+  // Each wait counts from when it was first seen; the timer stops when none is left.
+  var timer = null;
+
+  function countDown() {
+    var waiting = 0;
+    document.querySelectorAll("[data-retry-seconds]").forEach(function (wait) {
+      if (!wait.dataset.retryAt) {
+        wait.dataset.retryAt = Date.now() + 1000 * Number(wait.dataset.retrySeconds);
+      }
+      var left = Math.ceil((Number(wait.dataset.retryAt) - Date.now()) / 1000);
+      if (left > 0) {
+        waiting += 1;
+        wait.textContent = "in " + left + (left === 1 ? " second" : " seconds");
+      } else {
+        wait.textContent = "now";
+        wait.removeAttribute("data-retry-seconds");
+      }
+    });
+    if (!waiting && timer) {
+      clearInterval(timer);
+      timer = null;
+    }
+  }
+
+  function startCountDown() {
+    if (!document.querySelector("[data-retry-seconds]")) return;
+    countDown();  // stamps the new waits now, not a second late
+    if (!timer) timer = setInterval(countDown, 1000);
+  }
+
+  startCountDown();
+  document.addEventListener("htmx:afterSettle", startCountDown);
 })();

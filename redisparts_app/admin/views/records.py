@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from ...conf import app_settings
 from ...exceptions import RedisPartsError
 from ...services import counters, listings, logs, stats
+from ...templatetags.redisparts_admin import duration
 from ..charts import bar_chart
 from .paging import COUNTERS_PER_PAGE, LOG_NAMES_PER_PAGE, cursor_page, int_param
 
@@ -45,7 +46,7 @@ def counter_charts(model_admin: "RedisPartsAdmin", request: HttpRequest) -> Http
             messages.error(request, str(exc))
             samples, chosen = [], None
         points = [(time.strftime("%H:%M:%S", time.gmtime(s)), v) for s, v in samples]
-        chart = bar_chart(points, title=f"{chosen} per {precision} s")
+        chart = bar_chart(points, title=f"{chosen} per {duration(precision)}")
     following = start + COUNTERS_PER_PAGE
     return model_admin.render(
         request,
@@ -84,12 +85,34 @@ def hourly_stats(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpRe
     )
 
 
+# The severities the Logs page looks through for a view with entries, most usual first.
+_OPENING_SEVERITIES = ("info", "warning", "error", "critical", "debug")
+
+
+def _opening_view(
+    names: list[str], name: str | None, severity: str | None
+) -> tuple[str | None, str]:
+    """The log and severity to show when the request names only one or neither: the
+    first with recent entries (of ``names`` when no log is named), so the page does not
+    open on an empty view while something is logged elsewhere."""
+    for candidate_severity in [severity] if severity else _OPENING_SEVERITIES:
+        for candidate in [name] if name else names:
+            try:
+                if logs.recent(candidate, candidate_severity, 1):
+                    return candidate, candidate_severity
+            except (RedisPartsError, ValueError):
+                break  # a bad name: shown with its error below
+    return name or (names[0] if names else None), severity or "info"
+
+
 def log_entries(model_admin: "RedisPartsAdmin", request: HttpRequest) -> HttpResponse:
     names, pager = cursor_page(request, listings.log_page, LOG_NAMES_PER_PAGE)
-    name = request.GET.get("name") or (names[0] if names else None)
-    severity = request.GET.get("severity", "info")
+    name = request.GET.get("name") or None
+    severity = request.GET.get("severity")
     if severity not in logs.SEVERITIES:
-        severity = "info"
+        severity = None
+    if not (name and severity):
+        name, severity = _opening_view(names, name, severity)
     recent, common, error = [], [], None
     if name:
         try:

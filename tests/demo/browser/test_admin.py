@@ -1,6 +1,7 @@
 """The Redis parts admin in Chromium: a task that failed in a real worker is shown, and
-"Retry" puts it back in its queue, where the worker runs it again; bulk actions ask first;
-live pages refresh in place and hold still while the operator is choosing."""
+"Retry" puts it back in its queue, where the worker runs it again; bulk actions and the
+delete of one task ask first, on the same page; live pages refresh in place and hold still
+while the operator is choosing."""
 
 import pytest
 from django.urls import reverse
@@ -73,6 +74,27 @@ def test_bulk_retry_and_delete_ask_first(new_page):
     expect(page.locator(".messagelist")).to_contain_text("1 task deleted")
     expect(page.locator(".rp-empty")).to_contain_text("No tasks here")
     assert TaskQueue().counts()["failed"] == 0
+
+
+def test_deleting_one_task_asks_on_the_same_page_as_several(new_page):
+    _failed_tasks(["one-a", "one-b"])
+    page = new_page()
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    log_in(page, "admin", "admin-demo")
+    page.goto(reverse("admin:redisparts_tasks") + "?kind=failed")
+    rows = page.locator("tr.rp-task")
+    expect(rows).to_have_count(2)
+    rows.nth(0).get_by_role("button", name="Delete").click()
+    expect(page.locator("tr.rp-chosen")).to_have_count(1)
+    page.get_by_role("link", name="No, go back").click()
+    expect(rows).to_have_count(2)
+    rows.nth(0).get_by_role("button", name="Delete").click()
+    page.get_by_role("button", name="Yes, delete 1 task").click()
+    expect(page.locator(".messagelist")).to_contain_text("1 task deleted")
+    expect(rows).to_have_count(1)
+    assert dialogs == []  # never the browser's confirm box
+    assert TaskQueue().counts()["failed"] == 1
 
 
 def test_live_pages_refresh_in_place_and_wait_while_a_task_is_selected(new_page):

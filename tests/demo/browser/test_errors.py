@@ -145,6 +145,10 @@ def test_a_rate_limited_chat_message_stays_with_when_to_retry(new_page):
         alert = page.locator("#send-errors").get_by_role("alert")
         expect(alert).to_contain_text("You are sending chat messages too fast.")
         expect(alert).to_contain_text(re.compile(r"Try again in \d+ seconds?\."))
+        # The wait counts down as the seconds pass.
+        wait = alert.locator("[role=timer]")
+        first = int(re.findall(r"\d+", wait.inner_text())[0])
+        expect(wait).to_have_text(f"in {first - 2} seconds")
         expect(box).to_have_value("One too many")
         assert_page_kept(page, "Chat with")
         expect(page.locator("#chat-messages")).not_to_contain_text("One too many")
