@@ -380,18 +380,28 @@ def test_cancels_racing_two_workers_each_task_ran_once_or_was_cancelled(
 def test_the_admin_cancels_one_task_and_in_bulk(redis_client, admin_client):
     # on_commit=False: the test runs in a transaction (the admin's database)
     one = counted.enqueue_with(args=["one"], on_commit=False)
-    page = admin_client.get(reverse("admin:redisparts_task", args=("default", one)))
-    cancel_url = reverse("admin:redisparts_task_cancel", args=("default", one))
-    assert cancel_url in page.content.decode()
-    assert admin_client.get(cancel_url).status_code == 405
     page_url = reverse("admin:redisparts_task", args=("default", one))
+    bulk_url = reverse("admin:redisparts_task_bulk", args=("default",))
+    # The page's Cancel asks on the bulk action's page, as its Delete does, no confirm box.
+    page = admin_client.get(page_url).content.decode()
+    form = page[page.index(f'action="{bulk_url}"') :]
+    form = form[: form.index("</form>")]
+    assert 'name="action" value="cancel"' in form
+    assert f'name="ids" value="{one}"' in form
+    assert f'name="next" value="{page_url}"' in form
+    assert "confirm(" not in page
+    asked = admin_client.post(bulk_url, {"action": "cancel", "ids": one, "next": page_url})
+    assert "Yes, cancel 1 task" in asked.content.decode()
+    assert one.state == "READY"
+    cancel_url = reverse("admin:redisparts_task_cancel", args=("default", one))
+    assert admin_client.get(cancel_url).status_code == 405
     # Back to the task's page, which shows what was done and its state, and no Cancel.
     page = admin_client.post(cancel_url, {"next": page_url}, follow=True)
     assert page.redirect_chain[-1][0] == page_url
     assert f"Task {one} cancelled: it will not run." in page.content.decode()
     assert one.state == "CANCELLED"
     assert "CANCELLED" in page.content.decode()
-    assert cancel_url not in page.content.decode()
+    assert 'value="cancel"' not in page.content.decode()
     # A running task (held by a worker): asked to stop, and its page says so.
     held = counted.enqueue_with(args=["held"], on_commit=False)
     assert TaskQueue().claim(["default"], "w-admin", 30, 1)
@@ -405,7 +415,6 @@ def test_the_admin_cancels_one_task_and_in_bulk(redis_client, admin_client):
     assert "(cancelled: asked to stop)" in page
     assert held.info().aborting
     many = [counted.enqueue_with(args=[f"bulk{n}"], on_commit=False) for n in range(3)]
-    bulk_url = reverse("admin:redisparts_task_bulk", args=("default",))
     peek = admin_client.get(reverse("admin:redisparts_peek", args=("default", "default")))
     assert 'value="cancel"' in peek.content.decode()
     ask = admin_client.post(bulk_url, {"action": "cancel", "ids": many})

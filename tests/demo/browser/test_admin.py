@@ -97,6 +97,23 @@ def test_deleting_one_task_asks_on_the_same_page_as_several(new_page):
     assert TaskQueue().counts()["failed"] == 1
 
 
+def test_cancelling_a_task_asks_on_that_page_too_and_comes_back_to_the_task(new_page):
+    waiting = fails_until_flag.enqueue("waiting")  # no worker: it stays ready
+    page = new_page()
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    log_in(page, "admin", "admin-demo")
+    task_url = reverse("admin:redisparts_task", args=("default", waiting))
+    page.goto(task_url)
+    page.get_by_role("button", name="Cancel").click()
+    page.get_by_role("button", name="Yes, cancel 1 task").click()
+    expect(page.locator(".messagelist")).to_contain_text("1 task cancelled")
+    expect(page.locator(".rp-task-state")).to_contain_text("CANCELLED")
+    assert page.url.endswith(task_url)
+    assert dialogs == []  # never the browser's confirm box
+    assert waiting.state == "CANCELLED"
+
+
 def test_live_pages_refresh_in_place_and_wait_while_a_task_is_selected(new_page):
     page = new_page()
     log_in(page, "admin", "admin-demo")
