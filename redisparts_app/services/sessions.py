@@ -133,9 +133,8 @@ def _commands(
     """Return the commands of one update, the one list every variant sends.
 
     Commands as they go on the wire, sent by each variant's own short loop rather than
-    a ``faces`` core: redis-py's helpers (hset, zadd, ...) would spend about 4 µs more
-    per update on their options, 8% of a pipelined update, and a core's operations
-    about as much again, on the calls the pipelining benchmark compares.
+    a ``faces`` core or redis-py's helpers (hset, zadd, ...): the pipelining example
+    compares round trips, so nothing else should weigh on either variant.
     """
     token = validate_key_part(token, "token")
     user = validate_key_part(user, "user")
