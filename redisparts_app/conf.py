@@ -173,8 +173,8 @@ class AppSettings:
     """Attribute access to ``settings.REDISPARTS`` with ``DEFAULTS`` filled in.
 
     Values are cached as instance attributes: the services read settings on every
-    call, and a read through Django's lazy settings (or through ``__getattr__``)
-    costs about a microsecond each time, a plain attribute read a few nanoseconds.
+    call, and a plain attribute read is much cheaper than one through Django's lazy
+    settings (or through ``__getattr__``).
     """
 
     def __getattr__(self, name: str) -> Any:

@@ -1,4 +1,4 @@
-"""The one entry point to Redis: ``get_redis(alias)``.
+"""The one entry point to Redis: ``get_redis(alias)`` and ``get_async_redis(alias)``.
 
 Import: ``from redisparts_app.connection import get_redis, resolve_client``.
 
@@ -10,22 +10,13 @@ Import: ``from redisparts_app.connection import get_redis, resolve_client``.
     {"SENTINELS": [["10.0.0.1", 26379], ...], "SERVICE_NAME": "mymaster", "DB": 0}
     {"CLUSTER": ["redis://10.0.0.1:7000", "redis://10.0.0.2:7000"]}
 
-Every shape but CACHE takes ``"OPTIONS"``: keyword arguments for the redis-py
-client (``socket_timeout``, ``password``, ...); SENTINELS also takes
-``"SENTINEL_OPTIONS"`` for the connections to the sentinels themselves.
-Clients return bytes (no ``decode_responses``), like django-redis' raw client.
-
-On a Redis Cluster, ``on_slot``, ``slot_client`` and ``by_node`` take a service from the
-cluster client to the plain client of one primary: for MULTI/WATCH, which
-redis-py 5.2's cluster client refuses, and for scripts pipelined per node;
-``by_slot`` groups the keys one script may take together.
-
-The async face: ``get_async_redis(alias)`` builds a ``redis.asyncio`` client from the
-same entry (CACHE: the cache's pool settings; URL, SENTINELS, CLUSTER: the same
-arguments), one per event loop and alias; a single server's is a ``MultiplexedRedis``
-(plain commands of every coroutine share one auto-pipelined connection). ``aon_slot``,
-``atransaction`` and ``awhile_resharding`` are the twins of the helpers above (see
-``faces``).
+Every shape but CACHE takes ``"OPTIONS"`` (redis-py client arguments); SENTINELS also
+takes ``"SENTINEL_OPTIONS"``. Clients return bytes (no ``decode_responses``). On a Redis
+Cluster, ``on_slot``, ``slot_client`` and ``by_node`` take a service to the plain client of
+one primary (for MULTI/WATCH and scripts pipelined per node); ``by_slot`` groups the keys
+one script may take together. ``get_async_redis`` builds a ``redis.asyncio`` client from the
+same entry, one per event loop and alias (a ``MultiplexedRedis`` on a single server);
+``aon_slot``, ``atransaction`` and ``awhile_resharding`` are the async twins (``faces``).
 """
 
 import asyncio
@@ -654,7 +645,7 @@ def is_pipeline(client: Any) -> bool:
 def is_pipeline_class(kind: type) -> bool:
     """Whether instances of ``kind`` are pipelines (``is_pipeline`` of its instances)."""
     # Cached per class: an isinstance check against redis-py's classes goes through a
-    # typing Protocol and costs about a microsecond, on paths that run per command.
+    # typing Protocol, on paths that run per command.
     return issubclass(kind, Pipeline | ClusterPipeline)
 
 

@@ -9,16 +9,13 @@
     ]
 
 - ``RedisUnavailableMiddleware``: a friendly 503 page instead of a traceback when a view
-  cannot reach Redis or Redis cannot serve it right now (out of memory, read-only, loading,
-  busy with a script).
+  cannot reach Redis or Redis cannot serve it right now (out of memory, read-only, loading).
 - ``MaintenanceMiddleware``: the maintenance page while the maintenance flag is set.
 - ``PresenceMiddleware``: records signed-in users' activity (who is online).
 - ``ResponseTimeMiddleware``: each view's response time in the hourly statistics.
 
-Each is sync and async capable (Django's middleware rules): under ASGI with async views
-the chain stays async. ``MaintenanceMiddleware`` reads the flag with the async twin, in
-the event loop; the other Redis calls run in a worker thread (``sync_to_async``) instead
-of the whole request being adapted.
+Each is sync and async capable: under ASGI with async views the chain stays async (the
+flag is read with the async twin; the other Redis calls run in ``sync_to_async``).
 
 Import: ``from redisparts_app.middleware import PresenceMiddleware``.
 """

@@ -4,26 +4,18 @@ Import: ``from redisparts_app.multiplexed import MultiplexedRedis`` (``get_async
 builds one for a CACHE, URL or SENTINELS entry).
 
 A ``redis.asyncio.Redis`` whose plain commands, scripts (EVALSHA) and MULTI/EXEC
-transactions (``multi_exec``) from every coroutine of an event loop share one
-connection, pipelined automatically: the first command of a turn of the loop leaves at
-once, the others of that turn together at its end, and the replies come back in order to
-the coroutines that wait for them, parsed by hiredis in the connection's
-``data_received`` (no reader task, no pool lock, no connection checkout per command).
-redis-py's own path costs about twice the sync client's time per call and takes one
-pooled connection per concurrent caller; this one comes close to the sync client's time
-and answers a hundred concurrent callers with a few writes and reads.
+transactions (``multi_exec``) from every coroutine of an event loop share one connection,
+pipelined automatically: the first command of a turn of the loop leaves at once, the
+others of that turn together at its end, and the replies, parsed by hiredis in the
+connection's ``data_received``, come back in order to the coroutines that wait for them
+(no reader task, no pool lock, no connection checkout per command). The connection is
+opened as one of the client's pool would be (address, TLS, AUTH, database, RESP2 or RESP3),
+so the client's own reply callbacks read its replies; only redis-py's public API is used.
 
-The shared connection is opened as a connection of the client's pool would be: the
-same address (a sentinel pool's master), TLS context, AUTH user and password, database
-and protocol (RESP3, redis-py 8's default, after ``HELLO 3``; RESP2 otherwise), so the
-client's own reply callbacks read its replies, which hiredis parses as redis-py's
-hiredis parser does. Only redis-py's public API is used.
-
-What keeps redis-py's path (a connection of the pool, one at a time): commands that
-block or hold a connection (BLPOP and the other B* commands, WAIT, XREAD/XREADGROUP,
-WATCH, SUBSCRIBE, MONITOR...), pipelines and WATCH transactions, and every command
-of a client that decodes replies or has no hiredis. A lost connection fails the
-commands waiting on it with redis.ConnectionError; the next command opens a new one
+What keeps redis-py's path (a pooled connection, one at a time): blocking commands (B*,
+WAIT, XREAD/XREADGROUP, SUBSCRIBE, MONITOR...), WATCH, pipelines, and every command of a
+client that decodes replies or has no hiredis. Guarantee: a lost connection fails the
+commands waiting on it with redis.ConnectionError and the next command opens a new one
 (no retry: a command sent may have run).
 """
 

@@ -9,24 +9,14 @@ backport on 5.2) that runs tasks through redisparts' task queues::
         }
     }
 
-A ``@task`` function's ``queue_name`` is the redisparts queue; ``rp_worker`` listening
-on it runs it. ``run_after`` is supported (the delayed set); a priority above the
-default puts the task at the head of its queue (before the tasks already waiting there),
-the default or a lower one at its tail; priorities across queues come from the order of
-the worker's queues. ``async def`` tasks run on an event loop of their own in the
-worker. Tested with Django 6's ``django.tasks`` (imported first when present) and with
-the django-tasks backport on Django 5.2. Results (status, return value, errors with
-tracebacks, worker ids) live in ``<prefix>:queue:{<group>}:result:<id>`` as JSON for
-REDISPARTS["QUEUE_RESULT_TTL"] seconds after their last update, and are read back with
-``get_result(id)`` from any process: the store and shape the queue's own ``@task``
-results use (services/tasks/results.py), so ``TaskQueue().result(id).info()`` reads
-either. A task that raises is not retried (the Tasks API
-has no retries); it is FAILED and also listed in the queue's failed registry, from which
-a requeue runs it again under the same id. The finished result is written by the
-worker's acknowledgement of the task, in the same script (``task_finished`` is sent just
-before it, with the final result). With ``ENQUEUE_ON_COMMIT`` (default True) an
-enqueue inside a transaction happens when it commits, and ``get_result`` raises
-TaskResultDoesNotExist until then.
+A ``@task`` function's ``queue_name`` is the redisparts queue; ``rp_worker`` listening on it
+runs it (``run_after``: the delayed set; a priority above the default: the head of its
+queue). Keys: the queue's own, and the result in ``<prefix>:queue:{<group>}:result:<id>``
+(JSON, for ``QUEUE_RESULT_TTL`` seconds after its last update), read with ``get_result(id)``
+from any process. Guarantee: the finished result is written by the worker's acknowledgement,
+in the same script; a task that raises is FAILED, not retried, and listed in the failed
+registry. With ``ENQUEUE_ON_COMMIT`` an enqueue inside a transaction happens when it commits.
+Semantics in docs/components/tasks.md.
 """
 
 import json

@@ -3,24 +3,20 @@
 Import: none needed; a core yields ``faces.pop_signal(key, seconds)`` and both executors
 of ``faces`` run it here (``pop_signal`` on the sync face, ``apop_signal`` on the async one).
 
-A lease's or a semaphore's release pushes an element to its wake-up list, and a waiter
-pops it with BLPOP instead of polling. Were each waiter to send its own BLPOP, each would
-hold a connection for its whole wait: a thousand coroutines, or a few hundred threads,
-would empty a bounded pool (redis-py's async BlockingConnectionPool: 50 or 100; its sync
-pool on redis-py 8: 100, then MaxConnectionsError), and a holder would find no connection
-to release or extend with and wait out its TTL. Here the waiters of one process on one
-list (threads on one sync client; coroutines on one async client, hence of one event loop)
-take turns: one sends the BLPOP, the others wait in the process (a condition variable; a
-future each, first come first served) and the next sends the next BLPOP once it returns,
-blocking for what is left of its own pause. An element popped wakes the waiter that popped
-it, as a lone waiter's BLPOP would; a waiter in line does not poll, and leaves the line
-only when its patience (the rest of its whole wait) runs out. Waiters in several
-processes compete in Redis as before, one BLPOP per process.
+A lease's or a semaphore's release pushes an element to its wake-up list, and a waiter pops
+it with BLPOP instead of polling. Were each waiter to send its own BLPOP, each would hold a
+connection for its whole wait, and many waiters would empty a bounded pool, leaving a holder
+no connection to release or extend with. Here the waiters of one process on one list
+(threads on one sync client; coroutines on one async client) take turns: one sends the
+BLPOP, the others wait in the process, first come first served, and the next sends the next
+BLPOP once it returns, blocking for what is left of its own pause. An element popped wakes
+the waiter that popped it; a waiter in line does not poll, and leaves the line only when its
+patience runs out. Waiters in several processes compete in Redis, one BLPOP per process.
 
 Bound: a process holds at most one connection in BLPOP per wake-up list. On the async face
-that connection comes from a pool of its own (``connection.blocking_twin``), never from
-the one the other calls queue for, so a release or an extension waits for no waiter. Each
-BLPOP returns before the connection's socket timeout (``longest_block``).
+that connection comes from a pool of its own (``connection.blocking_twin``), so a release or
+an extension waits for no waiter. Each BLPOP returns before the connection's socket timeout
+(``longest_block``).
 """
 
 from __future__ import annotations

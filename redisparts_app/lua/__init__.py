@@ -78,10 +78,9 @@ class LuaScript(Script):
         """Run the script on ``client`` (default: the registered one) and return its reply.
 
         On a client, EVALSHA goes straight to ``execute_command``: redis-py's
-        ``Script.__call__`` costs a few µs more per call (an import, a Protocol
-        isinstance check, tuple copies), which shows on single-round-trip paths
-        such as a lock's acquire. Pipelines go through redis-py's own path, which
-        loads the script before the pipeline runs.
+        ``Script.__call__`` adds an import, a Protocol isinstance check and tuple
+        copies per call, on single-round-trip paths such as a lock's acquire. Pipelines
+        go through redis-py's own path, which loads the script before the pipeline runs.
         """
         client = self.registered_client if client is None else client
         if is_pipeline(client):

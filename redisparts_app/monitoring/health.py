@@ -2,28 +2,21 @@
 
 Import: ``from redisparts_app.monitoring.health import HealthView, redisparts_checks``.
 
-Optional: nothing else in the app imports this module, so the app works without
-django-health-check installed. The checks (figures and messages come from
-``services.health``):
+Optional: nothing else in the app imports this module. The checks (figures and messages
+from ``services.figures``) read the ``connection`` alias (default: DEFAULT_CONNECTION):
 
 - ``RedisReachable(alias)``: the connection answers PING (one per configured alias).
 - ``QueueBacklog``: no queue's next task has waited more than HEALTH_QUEUE_MAX_AGE seconds.
-- ``ExpiredLeases``: no in-flight task is more than HEALTH_LEASE_GRACE seconds past its
-  lease (a worker died and no reaper runs).
+- ``ExpiredLeases``: no in-flight task is more than HEALTH_LEASE_GRACE seconds past its lease.
 - ``LocksWithoutTTL``: no lock's owner key lacks a TTL (such a lock is never freed).
-- ``ReplicationLag``: every replica is online and within HEALTH_REPLICATION_MAX_LAG
-  seconds (and HEALTH_REPLICATION_MAX_LAG_BYTES when set); on a cluster, of every node.
-- ``MemoryNearLimit``: no server with a maxmemory uses more than HEALTH_MEMORY_MAX_SHARE
-  of it (beyond, writes are refused or keys evicted); on a cluster, every node.
+- ``ReplicationLag``: every replica is online and within HEALTH_REPLICATION_MAX_LAG seconds
+  (and HEALTH_REPLICATION_MAX_LAG_BYTES when set); on a cluster, of every node.
+- ``MemoryNearLimit``: no server uses more than HEALTH_MEMORY_MAX_SHARE of its maxmemory.
 
-Use them in django-health-check's own view, e.g. a public probe::
-
-    checks = [*redisparts_checks(), "health_check.checks.Database"]
-    path("ht/", HealthCheckView.as_view(checks=checks))
-
-or ``HealthView`` (``urls.py``), which reads the connection aliases at each request and
-answers only staff or the metrics token (``access.py``). The component checks read the
-``connection`` alias (default: REDISPARTS["DEFAULT_CONNECTION"]).
+Use them in django-health-check's own view
+(``HealthCheckView.as_view(checks=[*redisparts_checks(), ...])``) or ``HealthView``
+(``urls.py``), which answers only staff or the metrics token (``access.py``); see
+docs/howto/monitoring.md.
 """
 
 import dataclasses

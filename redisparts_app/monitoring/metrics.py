@@ -3,25 +3,18 @@
 Import: ``from redisparts_app.monitoring.metrics import RedispartsCollector, metrics_view``.
 
 ``RedispartsCollector`` is a prometheus_client collector: every ``collect()`` reads the
-figures afresh (``services.health``), so nothing is kept between scrapes and every web
+figures afresh (``services.figures``), so nothing is kept between scrapes and every web
 process answers the same. ``metrics_view`` serves it in the text format (OpenMetrics when
 the scraper asks for it) to staff or the bearer token (``access.py``). To add the figures
 to a registry of your own instead: ``REGISTRY.register(RedispartsCollector())``.
 
-Series (gauges; ``group``/``queue`` labels are queue groups and queue names):
+Series (gauges, listed in docs/howto/monitoring.md): ``redisparts_redis_up{connection}``,
+``redisparts_queue_*`` per ``group``/``queue``, ``redisparts_locks_*``,
+``redisparts_semaphore_*``, ``redisparts_chat*``, ``redisparts_counter_events`` and
+``redisparts_replica_lag_*``.
 
-- ``redisparts_redis_up{connection}`` 1 when the alias answers PING
-- ``redisparts_queue_ready_tasks{group,queue}``, ``redisparts_queue_oldest_ready_age_seconds``
-  (0 when the queue is empty), ``redisparts_queue_{delayed,inflight,failed,quarantined}_tasks
-  {group}``, ``redisparts_queue_expired_lease_tasks{group}`` (in flight past their lease)
-- ``redisparts_locks_held``, ``redisparts_locks_without_ttl``
-- ``redisparts_semaphore_holders{semaphore}``, ``redisparts_semaphore_limit{semaphore}``
-- ``redisparts_chats``, ``redisparts_chat_messages`` (held until every member fetched them)
-- ``redisparts_counter_events{counter,precision_seconds}`` in the last complete bucket
-- ``redisparts_replica_lag_bytes{node,replica}``, ``redisparts_replica_lag_seconds``
-
-When Redis is unreachable only ``redisparts_redis_up`` is served (0), with status 200, so
-the scrape itself succeeds and alerts can fire on it.
+Guarantee: when Redis is unreachable only ``redisparts_redis_up`` is served (0), with
+status 200, so the scrape itself succeeds and alerts can fire on it.
 """
 
 import logging

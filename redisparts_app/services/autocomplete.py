@@ -2,54 +2,22 @@
 
 Import: ``from redisparts_app.services.autocomplete import AddressBook, RecentContacts``.
 
-Recent contacts (``RecentContacts``) are a per-user list, most recent first,
-capped at ``REDISPARTS["AUTOCOMPLETE_RECENT_MAX"]`` (100). ``add`` moves a
-contact to the front and counts the pick in one Lua script; the prefix filter
-runs in Python over the capped list.
-
-The address book (``AddressBook``) completes the names of a guild's members in
-Redis. Each name is indexed under its *folded* form (Unicode NFKD, combining
-marks and format characters removed, casefolded), once per word start, as the
-member ``<folded text from that word on>\\0<name as written>`` of a sorted set
-with every score 0. So "hot" finds "Hôtel", "ZOË" finds "Zoë", "lee" finds
-"Anna Lee", and a Chinese name is found by its first character. Results are
-distinct names as written, ordered by the folded text of their first matching
-entry and then by the name as written (UTF-8 byte order).
-
-Two methods give the same answers (a property-based test compares them):
-
-- ``"lex"`` (default): one ZRANGEBYLEX over ``[prefix, prefix\\xff)``, one round trip;
-  when its page holds fewer distinct names than asked (a name matching on several
-  words, sentinels), a Lua script reads on. Each answer comes from one consistent read.
-- ``"book"``: the method of "Redis in Action" 6.1.2. It adds two sentinel members
-  that sort just before and just after every entry with the prefix, reads their
-  ranks under WATCH, then removes them and reads the entries between in one
-  MULTI/EXEC, which fails, and is retried, if the index changed meanwhile. The
-  sentinels are ``<prefix>\\0\\0<token>`` and ``<prefix>\\xff\\0\\0<token>`` with a
-  token unique per call; real entries never contain two NUL bytes in a row, so
-  both methods skip any sentinel a killed client left behind, and
-  ``purge_sentinels`` deletes such residue once it is old.
-
-``suggest`` merges, without duplicates: recent contacts, then guild members,
-then the names the user picks most often.
-
-Keys (``{user}`` and ``{guild}`` are validated with ``keys.validate_key_part``)::
+``RecentContacts`` keeps a per-user list, most recent first, capped at
+``AUTOCOMPLETE_RECENT_MAX``; ``AddressBook`` completes the names of a guild's members in
+Redis, each indexed under its folded form (NFKD, marks removed, casefolded) once per word
+start, by one of two methods that give the same answers: ``"lex"`` (default, one
+ZRANGEBYLEX) or ``"book"`` (the book's sentinels under WATCH). ``suggest`` merges recent
+contacts, guild members and the most picked names. Keys (``{user}`` and ``{guild}`` pass
+``keys.validate_key_part``; each call's keys share one hash tag, so a Cluster runs it)::
 
     rp:ac:{<user>}:recent    list of contact names, most recent first
     rp:ac:{<user>}:picks     zset: contact name -> times picked (capped)
     rp:ac:{<guild>}:members  zset, score 0: "<folded word start>\\0<name>"
     rp:ac:{<guild>}:names    hash: name -> its folded word starts joined by "\\0"
 
-Names (contacts, members and prefixes) are str; they are stored as UTF-8 in NFC
-form. Times (sentinel ages) are in seconds. Nothing here blocks or expires.
-Every call's keys share one hash tag, so the services run on a Redis Cluster;
-there the book method's WATCH/MULTI goes to the primary holding the guild's slot.
-
-The async face: ``await book.acomplete(prefix)``, ``ajoin``, ``aleave``, the contacts'
-``aadd``, ``aremove``, ``acomplete``, ``amost_picked``, and ``await asuggest(...)``, on a
-redis.asyncio client (given as ``client``, or ``get_async_redis()``), run the same cores
-as their sync twins (``faces``). Bulk loading (``join_many``, ``reindex``) and
-``purge_sentinels`` are sync only.
+Guarantee: each answer comes from one consistent read; names are stored as UTF-8 in NFC
+form; nothing blocks or expires. Every lookup and write has an async twin named with an
+``a`` on the same core (``faces``); bulk loading and ``purge_sentinels`` are sync only.
 """
 
 import random
@@ -103,7 +71,7 @@ def fold(text: str) -> str:
     "Hôtel" -> "hotel", "ZOË" -> "zoe", "Straße" -> "strasse"; Chinese is unchanged.
     """
     if text.isascii():
-        return text.lower()  # what the general path gives ASCII, several times faster
+        return text.lower()  # what the general path gives ASCII, without NFKD
     decomposed = unicodedata.normalize("NFKD", text)
     stripped = "".join(c for c in decomposed if unicodedata.category(c) not in _FOLD_DROP)
     # Casefolding can yield new combining marks ("İ" -> "i̇"), so decompose and strip again.
@@ -463,7 +431,7 @@ class AddressBook:
             count = validate_limit(limit, app_settings.AUTOCOMPLETE_LIMIT)
         client, key = self.client, self.index_key
         # What client.zrangebylex(key, low, high, 0, count) sends (its body in redis-py 5
-        # to 8), without its frame and argument checks: some 3% of a lookup.
+        # to 8), without its frame and argument checks: this is the hot path.
         members = client.execute_command(
             "ZRANGEBYLEX", key, low, high, b"LIMIT", 0, count, keys=[key]
         )
@@ -502,7 +470,7 @@ class AddressBook:
         self, query: bytes, low: bytes, high: bytes, spaced: str, limit: int
     ) -> faces.Steps[list[str]]:
         # One plain ZRANGEBYLEX of ``limit`` entries answers almost every lookup, and
-        # a script call costs the server several times more. Only a page short of
+        # costs the server less than a script call. Only a page short of
         # distinct names (a name matching on several words, sentinels) goes to the
         # script, which reads on in one snapshot: the answer comes from one read.
         members = yield faces.command("zrangebylex", self.index_key, low, high, 0, limit)

@@ -6,79 +6,18 @@ Keys of one chat share the chat's hash tag, so every step on a chat is one Lua
 script in one Cluster slot; a user's list of chats has the user's tag::
 
     rp:chat:{<chat>}:members     zset member -> id of the last message they fetched
-    rp:chat:{<chat>}:msgs        zset message JSON {id, sender, ts, text} -> id: the
-                                 pending messages, those after the lowest member
-                                 position as it was at the chat's last send or leave
+    rp:chat:{<chat>}:msgs        zset message JSON {id, sender, ts, text} -> id (pending)
     rp:chat:{<chat>}:ids         counter of the chat's message ids
     rp:chat:{<chat>}:history     zset message JSON -> id: the chat's last messages
-    rp:chat:{<chat>}:joined      hash member -> id of the last message before they
-                                 joined (only members who joined a running chat)
-    rp:chat_user:{<user>}:seen   zset chat id -> id of the last message when the user
-                                 joined (the user's chats)
+    rp:chat:{<chat>}:joined      hash member -> id of the last message before they joined
+    rp:chat:{<chat>}:push        stream of the messages, entry id ``<message id>-0``
+    rp:chat_user:{<user>}:seen   zset chat id -> id of the last message when they joined
     rp:chat_ids:{chat_ids}:next  counter giving new chats their ids
 
-Guarantees: a message gets its id and enters the pending messages and the history
-in one script, so ids are strictly increasing and appear in order; fetching takes
-a member's pending messages and advances the member's position atomically per
-chat, so a member receives every message exactly once and in id order, even from
-two fetches at once. Pending messages every member has fetched are deleted by the
-chat's next send or leave, not by the fetch (which then costs three commands per
-chat): until then the chat holds at most the messages that some member had not
-fetched at its last send or leave, plus the message that send added; a message some
-member has not fetched is never deleted. Reads of the pending messages
-(``read_messages``, the newest message of ``chat_summaries`` without a history)
-skip those every member has fetched, so they answer as if those were gone; unread
-counts count from the member's own position. Only members read or post.
-
-History, apart from that: the last ``CHAT_HISTORY_LENGTH`` messages of each chat
-(0 keeps none), younger than ``CHAT_HISTORY_DAYS`` days when that is not 0, read
-page by page by message id with ``read_history`` (one script, one round trip; a
-page is at most ``CHAT_FETCH_LIMIT`` messages). Whether members have fetched a
-message does not matter to it. The script that sends a message adds it to the
-history and trims the history, removing at most 100 messages per send: the one
-beyond the length at each send; after the settings are lowered, the rest over the
-next sends. With an age limit, messages older than it leave at the next send (that
-many at most), and the history of a chat without a message for that long expires
-whole. A member who joins a running chat reads the history from their join on, as
-they fetch messages. The last member out deletes the chat with its history.
-
-``fetch_pending_messages`` on a single server takes one round trip: one script reads
-the user's ``seen`` zset, checks that it lists the chats this process saw at the user's
-last fetch through the same client, and fetches them all. The process remembers each
-user's list per client (at most 10,000 lists, all forgotten when there are that many
-or when the ``REDISPARTS`` settings change). When the list changed since (a chat
-joined, left or created, by any process) the script takes nothing and returns the new
-list, and the fetch is sent again with it: two round trips, as for a user's first
-fetch in a process (read the chats, then the script). A stale list costs that round
-trip, never a message. On a Redis Cluster, where the user's list and the chats lie in
-other slots, the fetch reads the chats (round trip 1), then runs one script per slot,
-in one pipeline per primary holding any of the chats (round trip 2). Either way, one
-more round trip removes from the ``seen`` zset the chats the user was found out of or
-that were deleted meanwhile — a constant number of round trips whatever the number of
-chats. On a single server the whole fetch is atomic; on a Cluster, per chat. The
-member positions in the chats are the truth; the ``seen`` zset only lists the user's
-chats (the book keeps positions there too, which costs every fetch a write). Creating
-a chat writes the chat, then the members' ``seen`` entries: a crash in between leaves
-members who see the chat only after joining it again.
-
-Every function has an async twin named with an ``a`` (``await asend_message(...)``,
-``await afetch_pending_messages(user)``, ...) taking a redis.asyncio ``client`` (None:
-``get_async_redis()``); both run the same core (``faces``): the same scripts, keys and
-checks.
-
-Push, for pages that show a chat as it happens: the send script also appends the
-message to the chat's push stream, ``rp:chat:{<chat>}:push``, whose entry ids are
-the message ids (``<id>-0``) and which keeps at least the last ``CHAT_PUSH_LENGTH``
-messages. ``read_pushed`` (and ``aread_pushed`` on asyncio) waits with a blocking
-XREAD for the messages after the last one a page shows, without moving the member's
-position; a page reconnecting with its last id misses and repeats nothing, and one
-further behind than the stream reaches gets ``ChatPushGap`` (read the chat again).
-In one process, the asyncio readers of a chat waiting from the same id share one
-XREAD, so a thousand open pages of a chat hold one Redis connection, not a thousand.
-
-Times are Unix seconds (float) from the injectable ``clock``. Message text is
-limited by ``CHAT_MAX_MESSAGE_LENGTH`` characters; one fetch takes at most
-``CHAT_FETCH_LIMIT`` messages per chat (the rest come with the next fetch).
+Guarantee: ids are strictly increasing and a member receives every message exactly once
+and in id order, even from two fetches at once; a message some member has not fetched is
+never deleted. Every function has an async twin named with an ``a`` on the same core
+(``faces``). Times are Unix seconds from the injectable ``clock``.
 """
 
 import asyncio

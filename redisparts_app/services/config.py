@@ -2,41 +2,22 @@
 
 Import: ``from redisparts_app.services.config import get_config, set_config, set_maintenance``.
 
-- Maintenance flag: ``set_maintenance()`` / ``clear_maintenance()``;
-  ``is_under_maintenance()`` and ``maintenance_status()`` read Redis at most
-  once per ``MAINTENANCE_CHECK_INTERVAL`` (1 s) per process and answer from
-  memory in between. ``redisparts_app.middleware.MaintenanceMiddleware`` shows
-  the maintenance page while it is set.
-- JSON configuration per component type and name: ``set_config(type, name,
-  dict)``; ``get_config(type, name, wait=1.0)`` reads Redis at most once per
-  ``wait`` seconds per process and key. Values must be JSON-serialisable dicts
-  of at most ``REDISPARTS["CONFIG_MAX_BYTES"]`` bytes.
-- Connections per component: the configuration of type ``"redis"`` and the
-  component's name holds redis-py keyword arguments or ``{"url": ...}`` plus
-  options; ``component_client(name)`` and the ``@redis_connection(name)``
-  decorator hand out a client built from it, cached per component and rebuilt
-  when the configuration changes. With no configuration stored, the default
-  connection (``get_redis()``) is used.
+- Maintenance flag: ``set_maintenance()`` / ``clear_maintenance()``; ``is_under_maintenance()``
+  and ``maintenance_status()`` read Redis at most once per ``MAINTENANCE_CHECK_INTERVAL``.
+- JSON configuration per component type and name: ``set_config(type, name, dict)``;
+  ``get_config(type, name, wait=1.0)`` reads Redis at most once per ``wait`` seconds.
+- Connections per component: ``component_client(name)`` and ``@redis_connection(name)``
+  build a client from the ``"redis"`` configuration of that name (else ``get_redis()``).
 
-Every call has an async twin named with an ``a`` (``await amaintenance_status()``,
-``await aget_config(type, name)``, ``await acomponent_client(name)``, ...) taking a
-redis.asyncio ``client`` (None: ``get_async_redis()``), built on the same core
-(``faces``) and sharing the same cache; ``@redis_connection`` on an ``async def``
-passes an async client.
+Keys (single-key commands only, so any slot will do)::
 
-Keys (single-key commands only, so any slot will do):
+    rp:maintenance:{site}:flag   string JSON {"since", "retry_after", "message"} (seconds)
+    rp:config:{<type>}:<name>    string: the JSON configuration
 
-- ``rp:maintenance:{site}:flag`` string: JSON ``{"since", "retry_after", "message"}``
-  (since: Unix seconds; retry_after: seconds); absent when not under maintenance.
-- ``rp:config:{<type>}:<name>`` string: the JSON configuration.
-
-Limits: a change made elsewhere reaches a process within the interval (1 s for
-the flag, ``wait`` for configurations); a call in the same process that sets or
-clears a value sees it at once. The caches live in module globals, shared by the
-threads and event loops of a process and copied into forked children; threads or
-coroutines that reach an expired entry at the same moment may each read it once.
-Intervals are measured on ``clock`` (``time.monotonic`` unless a test injects
-another); a clock going backwards forces a read.
+Guarantee: a change made elsewhere reaches a process within the interval, one made in the
+same process at once; the caches are module globals shared by a process's threads and event
+loops (and copied into forked children); intervals use ``clock`` (``time.monotonic``), and a
+clock going backwards forces a read. Every call has an async twin named with an ``a``.
 """
 
 import asyncio

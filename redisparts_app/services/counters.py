@@ -3,33 +3,20 @@
 Import: ``from redisparts_app.services.counters import update_counter, get_counter``.
 
 ``update_counter("hits")`` adds to one bucket per precision in
-``REDISPARTS["COUNTER_PRECISIONS"]`` (seconds: 1, 5, 60, 300, 3600, 18000, 86400); a
-bucket is named by its start, ``int(now // precision) * precision`` in epoch seconds.
-``get_counter("hits", 60)`` returns the ``(bucket start, count)`` series, oldest first.
-On asyncio: ``await aupdate_counter("hits")``, ``await aget_counter("hits", 60)``
-(a redis.asyncio ``client``, or none: ``get_async_redis()``), on the same core (``faces``).
-
-Keys::
+``REDISPARTS["COUNTER_PRECISIONS"]`` (seconds); a bucket is named by its start,
+``int(now // precision) * precision`` in epoch seconds. ``get_counter("hits", 60)``
+returns the ``(bucket start, count)`` series, oldest first. Async twins: ``aupdate_counter``,
+``aget_counter``, on the same core (``faces``). Keys::
 
     rp:counter:{<name>}:<precision>   hash bucket start -> count, one per precision
     rp:counters:{index}:known         zset of "<precision>:<name>" (score: precision)
 
-All the hashes of one counter share the ``{<name>}`` tag; the index lives in its own slot.
-An update is one non-transactional pipeline: the HINCRBYs and EXPIREs first, then one ZADD
-to the index — a single round trip on a plain Redis or Sentinel master. On a Redis Cluster
-redis-py sends a pipeline to every node at once, which would not keep that order, so the
-update takes two round trips there: the increments, then the index. Each hash expires
-``precision * (COUNTER_SAMPLES + 1)`` seconds after its last update, so an abandoned
-counter disappears on its own.
-
-``clean_counters()`` (run by ``manage.py rp_clean_counters``) keeps the newest
-``COUNTER_SAMPLES`` buckets of each hash (one Lua script per hash, atomic, so no increment
-of a kept bucket is lost) and forgets counters whose hashes are empty. Forgetting never
-races a new write away: the cleaner removes the index entry first, then looks at the hash
-again and puts the entry back if a write arrived meanwhile. Since a writer adds to the
-hash before it adds to the index, every write either lands before that second look (and
-the entry is restored) or its ZADD lands after the removal. (A caller who passes its own
-cluster pipeline as ``client`` gives up that order.)
+An update is one pipeline, the HINCRBYs and EXPIREs before the ZADD to the index (two round
+trips on a Cluster, to keep that order). Each hash expires ``precision * (COUNTER_SAMPLES +
+1)`` seconds after its last update. ``clean_counters()`` (``manage.py rp_clean_counters``)
+keeps the newest ``COUNTER_SAMPLES`` buckets of each hash, one atomic script per hash.
+Guarantee: forgetting an empty counter never races a write away: the cleaner removes the
+index entry, looks at the hash again and puts the entry back if a write arrived.
 """
 
 import time

@@ -5,26 +5,19 @@ Import: ``from redisparts_app.services.figures import inventory, queue_figures``
 Figures are what the admin's queue page, the Prometheus collector (``metrics.py``) and the
 django-health-check checks (``health.py``) show; problems are the sentences a failing
 health check reports. Nothing here writes, and nothing needs django-health-check or
-prometheus_client.
+prometheus_client. What each figure means: docs/howto/monitoring.md.
 
 - Queues (per group, two round trips on the group's server): ready tasks and the age of
-  the task at the head of each queue (the next one to run, which waited longest: the
-  reaper puts expired tasks back at the head), delayed, in flight, in flight past their
-  lease (the worker died and no reaper ran since), failed and quarantined tasks. The age
-  counts from when the task became ready (``ready_at``: enqueue time plus delay, or the
-  time of the retry plus its back-off), on this host's clock against the enqueuer's.
-- Locks: held locks and those whose owner key has no TTL. Redis deletes an owner key
-  when its TTL passes, so a key without one is the only way a lock outlives its lease:
-  written or PERSISTed by code outside ``services.locks``, it is never freed if its
-  holder dies.
+  the task at the head of each queue (counted from its ``ready_at``), delayed, in flight,
+  in flight past their lease, failed and quarantined tasks.
+- Locks: held locks and those whose owner key has no TTL (never freed if the holder dies).
 - Semaphores: live permits and the limit the last acquire enforced; chats and the
   messages some member has not fetched yet; counters' last complete bucket.
-- Replication: each replica's lag in bytes and seconds as its master reports it, and
-  each replica's link to its master; on a Redis Cluster, of every node.
+- Replication: each replica's lag in bytes and seconds and its link to its master; on a
+  Redis Cluster, of every node.
 
 Lock, semaphore, chat and queue-group names come from the components' registries
-(``services.registry``), never from a SCAN: a scrape or probe costs a few round trips
-per hundred names in use, whatever the size of the keyspace.
+(``services.registry``), never from a SCAN, whatever the size of the keyspace.
 """
 
 import json

@@ -2,48 +2,21 @@
 
 Import: ``from redisparts_app.services.files import copy_logs_to_redis, process_logs_from_redis``.
 
-The uploader (``copy_logs_to_redis``) copies every file of a folder into
-Redis in chunk keys of at most ``FILES_CHUNK_SIZE`` bytes, computes its
-SHA-256, and announces it in a group chat named after the channel whose members
-are the processors ``"0"`` … ``"N-1"`` (see ``services.chat``). Before copying
-a file it waits until the bytes it holds in Redis plus the file fit under
-``limit``; a file leaves Redis when its last processor finishes it. After the
-last file it posts ``":done"``, waits for every file to be finished and
-leaves the chat.
-
-A processor (``process_logs_from_redis``) takes the announcements of its chat
-in order, reads each file in blocks of ``FILES_BLOCK_SIZE`` bytes with
-GETRANGE, decompresses gzip (recognised by its magic bytes, any number of
-members, any header fields) incrementally, splits lines across block
-boundaries, calls ``callback(line: bytes)`` for every line (with its ``b"\\n"``,
-except a last line without one) and ``flush(file_name)`` after each file, then
-reports completion. Bytes pass through unchanged: nothing is decoded.
-
-Keys, per file (one hash tag per file, so the last processor's clean-up is one
-Lua script in one Cluster slot):
+The uploader (``copy_logs_to_redis``) copies every file of a folder into chunk keys of at
+most ``FILES_CHUNK_SIZE`` bytes with its SHA-256, and announces it in a group chat named
+after the channel whose members are the processors ``"0"`` … ``"N-1"`` (``services.chat``).
+A processor (``process_logs_from_redis``) reads each file in ``FILES_BLOCK_SIZE`` blocks
+(gzip decompressed incrementally), calls ``callback(line: bytes)`` per line and
+``flush(file_name)`` per file, then reports completion. Keys, one hash tag per file, so the
+last processor's clean-up is one Lua script in one Cluster slot::
 
     rp:files:{<channel>#<n>}:chunk:<i>   the file's bytes, chunk i (TTL FILES_KEY_TTL)
     rp:files:{<channel>#<n>}:done        processors finished (TTL FILES_KEY_TTL)
 
-plus the chat ``<channel>`` (``rp:chat:{<channel>}:...``).
-
-Guarantees and limits: the bytes of file chunks held in Redis never exceed
-``limit`` (a file larger than the limit is refused before anything is written).
-The SHA-256 is checked when a file has been read: a mismatch or a missing chunk
-raises CorruptFile before ``flush`` and without reporting completion, so
-callbacks that must not count a corrupt file should buffer until ``flush``
-(the demo's ``marketplace.visits.CountryVisits`` does). Delivery to each
-processor is at most once: a processor that dies in the middle of a file never
-finishes it, and the uploader then waits until ``wait_timeout`` (seconds) runs
-out, or for ever without one; the file keys expire after ``FILES_KEY_TTL`` seconds
-anyway. Times are seconds.
-
-On asyncio: ``await achannels()`` and ``await adelete_channel(channel)`` (a redis.asyncio
-``client``, or none: ``get_async_redis()``). The uploader and the processors stay sync:
-each is a process of its own that reads or writes local files and waits on one Redis
-reply at a time, so an event loop would have nothing else to run; and a processor pulls
-its blocks through the gunzip and line-splitting generators, which a ``faces`` core (it
-hands each read to its caller) could only drive by being turned inside out.
+plus the chat ``<channel>`` (``rp:chat:{<channel>}:...``). Guarantee: the bytes held in Redis
+never exceed ``limit``; a SHA-256 mismatch or missing chunk raises CorruptFile before
+``flush``; delivery to each processor is at most once. Times are seconds. Async twins:
+``achannels``, ``adelete_channel``; the uploader and the processors stay sync.
 """
 
 import functools

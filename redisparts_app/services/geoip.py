@@ -5,32 +5,17 @@ Import: ``from redisparts_app.services.geoip import find_city, import_geoip``.
 Keys (one hash tag, so the swap at the end of an import is one MULTI on a Cluster too):
 
 - ``rp:geoip:{geoip}:blocks`` sorted set; one member per address block,
-  ``<geoname_id>:<last address>:<row>`` scored by the block's first address
-  (an IPv4 address as an integer, 0 … 2**32-1, exact in a double). The row
-  number keeps members unique when several blocks share a city.
+  ``<geoname_id>:<last address>:<row>`` scored by the block's first address (an integer).
 - ``rp:geoip:{geoip}:cities`` hash; geoname_id → JSON
   ``{"city", "region", "country", "country_name", "continent"}``.
-- ``rp:geoip:{geoip}:import:<id>:blocks`` / ``:cities`` while an import runs,
-  with a one-hour TTL so an interrupted import leaves nothing behind for long.
+- ``rp:geoip:{geoip}:import:<id>:blocks`` / ``:cities`` while an import runs (one-hour TTL).
 
-Accepted files: GeoLite2 ``GeoLite2-City-Blocks-IPv4.csv`` (a CIDR ``network``
-column) with ``GeoLite2-City-Locations-<locale>.csv``, and the legacy
-``GeoLiteCity-Blocks.csv`` (``startIpNum,endIpNum,locId``, integers or dotted
-quads) with ``GeoLiteCity-Location.csv`` (pass ``encoding="latin-1"`` for those).
-The layout is recognised from the header row.
-
-Guarantees: an import writes into temporary keys and renames both into place in
-one MULTI, so a concurrent lookup sees the old data or the new, never half of
-an import; a failed or interrupted import leaves the old data untouched. Rows
-that cannot be parsed are counted and reported (``ImportReport``), not fatal.
-A lookup is one Lua script reading block and city together, and it checks the
-block's last address, so an address in a gap between blocks gives ``None`` rather
-than the city of the preceding block. Blocks are assumed not to overlap (true
-of GeoLite data); with overlaps the block with the nearest start wins.
-
-On asyncio: ``await afind_city(ip)`` and ``await acounts()`` (a redis.asyncio ``client``,
-or none: ``get_async_redis()``), on the same cores (``faces``). ``import_geoip`` stays
-sync: a bulk load from local files, run by a command.
+Accepted files: GeoLite2 City blocks and locations, and the legacy ``GeoLiteCity-*.csv``
+(``encoding="latin-1"``), recognised from the header row. Guarantee: an import renames its
+temporary keys into place in one MULTI, so a lookup sees the old data or the new, never half;
+a failed import leaves the old data untouched; bad rows are counted (``ImportReport``), not
+fatal. A lookup is one Lua script and checks the block's last address, so an address in a gap
+gives ``None``. Async twins: ``afind_city``, ``acounts``; ``import_geoip`` stays sync.
 """
 
 import csv

@@ -3,23 +3,16 @@ logs, statistics, counters and configurations exist, one page at a time.
 
 Import: ``from redisparts_app.services.listings import lock_page, chat_page``.
 
-Names come from the components' registries (``services.registry``: a page is a ZRANGE by
-position) or from ranges (ZRANGE with offsets), never from SCAN: a page costs a bounded
-number of round trips whatever the size of the keyspace. Each page checks its names'
-keys in one pipeline (redis-py's cluster client splits it per node) and leaves out, and
-lets the registry forget, what is gone.
+Names come from the components' registries (``services.registry``) or from ranges (ZRANGE
+with offsets), never from SCAN, so a page takes a bounded number of round trips whatever
+the size of the keyspace. Each page checks its names' keys in one pipeline and leaves out,
+and lets the registry forget, what is gone. Keys read (see each component's module):
 
-Keys read (see each component's module for their meaning):
-
-- ``rp:registry:{<component>}:names``     the names each component has in use
-- ``rp:queue:{<group>}:queues``           the groups of the task queues
-- ``rp:lock:{<name>}:owner`` / ``:fence``   held locks; ``rp:semaphore:{<name>}:holders``
-- ``rp:chat:{<chat>}:members`` / ``:msgs`` / ``:ids``   chats, members, pending messages
-- ``rp:ac:{<guild>}:names``               guild address books
-- ``rp:log:{<name>}:recent:<severity>``   recent logs; ``:common:<severity>`` common logs
-- ``rp:stats:{<context>}:<kind>``         hourly statistics
-- ``rp:counters:{index}:known``           the counters' index
-- ``rp:config:{<type>}:<name>``           stored JSON configurations
+- ``rp:registry:{<component>}:names``; ``rp:queue:{<group>}:queues``
+- ``rp:lock:{<name>}:owner`` / ``:fence``; ``rp:semaphore:{<name>}:holders``
+- ``rp:chat:{<chat>}:members`` / ``:msgs`` / ``:ids``; ``rp:ac:{<guild>}:names``
+- ``rp:log:{<name>}:recent:<severity>`` / ``:common:<severity>``
+- ``rp:stats:{<context>}:<kind>``; ``rp:counters:{index}:known``; ``rp:config:{<type>}:<name>``
 
 Limits: a page is read at one moment; names registered or forgotten between two pages
 may shift the next page by as many (a name may be skipped or shown twice), and a page

@@ -2,17 +2,11 @@
 
 Import: ``from redisparts_app.services.logs import log_recent, log_common, RedisLogHandler``.
 
-Per log name and severity (debug, info, warning, error, critical):
-
-- the recent log keeps the newest ``REDISPARTS["LOG_RECENT_LIMIT"]`` entries (100),
-  each with its time (epoch seconds, float); it expires ``LOG_RECENT_TTL`` seconds after
-  its last entry;
-- the common log counts each distinct message during the current clock hour (UTC hours
-  from the epoch); the first entry of a new hour moves the current hour's counts to
-  ``:last`` inside the same Lua script, so the rotation is atomic and the previous hour
-  stays readable for one more hour. Both expire two hours after their last entry.
-
-Keys (one hash tag per log name, so each script stays in one Cluster slot)::
+Per log name and severity: the recent log keeps the newest ``LOG_RECENT_LIMIT`` entries
+(time in epoch seconds) and expires ``LOG_RECENT_TTL`` seconds after its last entry; the
+common log counts each distinct message during the current UTC hour, and the first entry
+of a new hour moves the counts to ``:last`` in the same Lua script. Keys (one hash tag per
+log name, so each script stays in one Cluster slot)::
 
     rp:log:{<name>}:recent:<severity>          list of JSON entries, newest first
     rp:log:{<name>}:common:<severity>          zset message -> count, current hour
@@ -20,15 +14,10 @@ Keys (one hash tag per log name, so each script stays in one Cluster slot)::
     rp:log:{<name>}:common:<severity>:start    hour start (epoch seconds) of the zset
     rp:log:{<name>}:common:<severity>:pstart   hour start of :last
 
-Messages longer than ``LOG_MAX_MESSAGE_LENGTH`` characters are cut (with a trailing "…")
-rather than refused, so a huge traceback is still logged. Every write is one round trip.
-Each function has an async twin named with an ``a`` (``await alog_common(...)``, ``await
-arecent(...)``, ...) taking a redis.asyncio ``client`` (None: ``get_async_redis()``), built
-on the same core (``faces``).
-``RedisLogHandler`` never raises into the code that logs: a Redis failure goes to
-``Handler.handleError`` (a traceback on stderr when ``logging.raiseExceptions`` is true),
-and records logged while the handler itself talks to Redis (redis-py's own logging) are
-dropped instead of recursing.
+Guarantee: the rotation is atomic; every write is one round trip; messages longer than
+``LOG_MAX_MESSAGE_LENGTH`` are cut, not refused. ``RedisLogHandler`` never raises into the
+code that logs (``Handler.handleError``). Every function has an async twin named with an
+``a`` on the same core (``faces``).
 """
 
 import json

@@ -1,7 +1,9 @@
 """Marketplace transactions: users with funds, inventories, and a market of listed items.
 
+Import: ``from redisparts_app.services import market``.
+
 Prices and funds are integers in cents (``validate_price`` refuses anything else).
-Keys, all under the one hash tag ``{market}``::
+Keys, all under the one hash tag ``{market}`` so that each atomic step is one slot::
 
     rp:market:{market}:user:<name>        hash   name, funds (cents)
     rp:market:{market}:inventory:<name>   set    items the user holds
@@ -9,78 +11,12 @@ Keys, all under the one hash tag ``{market}``::
     rp:market:{market}:outbox             zset   sale record JSON -> sold at (ms)
     rp:market:{market}:notice:<sale id>   string send marker of the sale's notice (TTL)
 
-User and item names pass ``keys.validate_key_part``, so neither holds ``:`` and a
-listing member splits unambiguously at its one ``:``.
-
-An item is in exactly one place: an item is a name owned by one user, and a user
-has at most one item of a name, either in their inventory or on the market,
-whatever the order of calls from any number of processes. Each step checks and
-moves in one script or one WATCHed MULTI:
-
-- ``give_item`` returns False (nothing written) when the user already holds the
-  name and raises ``ItemListed`` when the user has it on the market;
-- ``list_item`` raises ``ItemNotHeld`` when the name is not in the inventory and
-  ``ItemListed`` (a subclass) when it is already listed, so a live listing's
-  price never changes: cancel and list again to reprice;
-- ``cancel_listing`` moves the listing back to its seller's inventory;
-- ``purchase`` raises ``ItemAlreadyHeld`` when the buyer already holds or lists
-  an item of that name (the two would merge into one).
-
-A sale and its notice in one step (a transactional outbox): every purchase
-strategy writes the sale record (``Sale``: sale id, seller, buyer, item, price,
-time) into the outbox zset in the same MULTI/EXEC or script that moves the money
-and the item, so no process death, at any point, leaves a sale without its
-record. ``relay_sales`` (a relay loop) and ``relay_sale`` (right after the
-purchase) hand records to a ``deliver`` callable and then drop them: delivery is
-at least once, so ``deliver`` must be idempotent per ``sale_id`` (the demo
-enqueues with a de-duplication key of the sale id). A record stays in the
-outbox until delivered (the outbox grows by one record per sale while no relay
-runs); one that fails to parse raises ``ValueError`` and stays. Bound: with the
-relay running every ``interval`` seconds, a sale whose fast-path relay failed is
-delivered within ``interval`` plus the time Redis is unreachable.
-``begin_notice``/``finish_notice``/``abandon_notice`` keep a send marker per
-sale so a redelivered notice task sends once (the bound is on ``begin_notice``).
-
-Why one hash tag: every purchase touches the buyer, the seller and the market
-in one MULTI or one script, which a Redis Cluster only runs when all keys share
-a slot. So the whole market lives on one node and its throughput is that node's.
-Sharding by user would spread the load but break the atomic purchase (a
-cross-slot step would need two-phase commit). Locks are keys of their own,
-outside the market's slot: they are not part of the atomic step.
-
-``purchase`` takes a strategy by name (default REDISPARTS["MARKET_PURCHASE_STRATEGY"]):
-
-- ``"watch"``: WATCH the market and the buyer, check, MULTI/EXEC; retry on conflict.
-- ``"market_lock"``: buyers queue on one market-wide lock; the holder buys with the
-  ``"lua"`` script.
-- ``"item_lock"``: the same under a lock per listing (one of ITEM_LOCK_STRIPES lock
-  names chosen by a hash of the listing), so only buyers of one item queue.
-- ``"lua"``: one script checks and moves everything; no retries, no lock.
-
-The lock strategies take their step in the script, not under WATCH: listing,
-cancelling and the other strategies do not take their lock, and one buyer's
-funds are shared by all items (two purchases of different items under two item
-locks), so the checks must be atomic with the writes. With the script they are,
-and nothing the lock already excludes is retried: the lock orders buyers, the
-script keeps the step safe. The strategies are therefore interchangeable, even mixed.
-On failure each raises a ``MarketError`` subclass and changes nothing: ``PriceChanged`` (the
-listed price is not the one the buyer saw), ``InsufficientFunds``,
-``ListingNotFound`` (sold or withdrawn), ``OwnItem``, ``UnknownUser``, ``ItemAlreadyHeld``,
-``MarketBusy`` (WATCH retries or the lock wait exceeded their time limit,
-REDISPARTS["MARKET_RETRY_TIMEOUT"] / ["MARKET_LOCK_WAIT"], in seconds).
-Success returns a ``Purchase`` with the number of WATCH retries it took and its ``Sale``.
-
-On a Redis Cluster every strategy runs: redis-py 5.2's cluster client has no
-WATCH/MULTI, so the transactions go to the plain client of the primary holding
-the ``{market}`` slot (``connection.on_slot``), which holds every key they touch.
-
-On asyncio every call that talks to Redis has its twin, named with an ``a``
-(``await market.apurchase(...)``, ``aget_listings``, ``abegin_notice``, ...; a
-redis.asyncio ``client``, or none: ``get_async_redis()``), on the same core
-(``redisparts_app.faces``): the same checks, keys, scripts and replies. A lock
-strategy's wait blocks only the waiting coroutine, and a purchase task cancelled while
-it holds the lock releases it. ``relay_sales`` and ``relay_sale`` stay sync: they hand
-each sale to the caller's ``deliver``.
+Guarantee: an item is in exactly one place, and a purchase moves the money and the item
+and writes its sale record in one script or one WATCHed MULTI, or changes nothing and
+raises a ``MarketError``, whatever the strategy (``"watch"``, ``"market_lock"``,
+``"item_lock"``, ``"lua"``) and the mix of calls from any number of processes. Every call
+that talks to Redis has an async twin named with an ``a`` on the same core (``faces``);
+``relay_sales`` and ``relay_sale`` stay sync. See docs/components/market.md.
 """
 
 import hashlib
@@ -704,7 +640,7 @@ def _order(buyer: str, item: str, seller: str, expected_price: int, strategy: st
 
 def new_sale_id() -> str:
     """Return a fresh sale id (32 hex digits, random: ids never repeat across hosts)."""
-    return os.urandom(16).hex()  # 128 random bits; uuid4() costs a few µs more
+    return os.urandom(16).hex()  # 128 random bits, no uuid object to build
 
 
 def _purchase(order: _Order) -> faces.Core[Purchase]:

@@ -3,31 +3,20 @@
 Import: ``from redisparts_app.services.persistence import wait_for_sync, backup``.
 
 Resumable log processing (the book's chapter 4 example) is ``services.log_processing``.
+Keys: ``rp:persist:{<uuid>}:sync``, the marker ``wait_for_sync`` writes (it expires).
 
-**wait_for_sync(master, replica)** writes a marker on the master and returns
-once the replica has it (WAIT on the writing connection, then the replica's
-``slave_repl_offset`` and the marker itself); with ``disk=True`` it also waits
-for the replica's AOF (WAITAOF from Redis 7.2; on older servers the INFO fields
-``aof_buffer_length`` and ``aof_pending_bio_fsync`` reaching 0, exact only with
-``appendfsync always`` on the replica). Every earlier write of any connection
-precedes the marker in the replication stream, so it has arrived too. On
-timeout (seconds) ``policy="raise"`` raises ``ReplicationTimeout`` and
-``policy="warn"`` logs a warning and returns False.
+- ``wait_for_sync(master, replica)`` writes a marker on the master and returns once the
+  replica has it (WAIT, then the replica's offset and the marker); ``disk=True`` also waits
+  for the replica's AOF (WAITAOF from Redis 7.2, INFO AOF fields before). Every earlier
+  write of any connection precedes the marker, so it has arrived too. On timeout (seconds)
+  ``policy="raise"`` raises ``ReplicationTimeout``, ``policy="warn"`` warns and returns False.
+- ``server_status()``: persistence settings, last save, AOF state, replication role and lag
+  of one server; ``node_statuses()``: of every node of a Redis Cluster.
+- ``backup(dest)``: BGSAVE (with a progress callback), then a copy of the server's
+  ``dump.rdb`` into ``dest`` (only for a server on this machine) and its ``.sha256`` file.
 
-**server_status()** gathers persistence settings, last save, AOF state,
-replication role and lag of one server; **node_statuses()** that of every node
-of a Redis Cluster (each node persists and replicates on its own).
-
-**backup(dest)** runs BGSAVE, waits for it (with a progress callback fed by
-INFO's ``current_fork_perc``), copies the server's ``dump.rdb`` into ``dest``
-(only when the server runs on this machine: unix socket or loopback) and writes
-a ``.sha256`` file beside it in sha256sum format.
-
-On asyncio: ``await await_for_sync(master, replica)`` (the ``a`` twin of
-wait_for_sync, with redis.asyncio clients), ``await aserver_status()``, ``await
-anode_statuses()`` and ``await aserver_version(client)``, on the same cores
-(``faces``). Backup stays sync: a maintenance call that waits for a save and writes
-files.
+Async twins: ``await_for_sync``, ``aserver_status``, ``anode_statuses``,
+``aserver_version``, on the same cores (``faces``); backup stays sync.
 """
 
 import contextlib

@@ -2,40 +2,21 @@
 
 Import: ``from redisparts_app.services.presence import record_activity, online_friends``.
 
-A user is online from any activity until the end of the window: the current
-minute and the ``PRESENCE_WINDOW_MINUTES - 1`` (default 9) whole minutes before
-it, so "the last 10 minutes" counted in whole minutes. Two ways to answer,
-which give the same set:
+A user is online from any activity until the end of the window: the current minute and the
+``PRESENCE_WINDOW_MINUTES - 1`` whole minutes before it. Two methods give the same set:
+per-minute sets (``method="minutes"``, SUNION of the window's sets) and a last-seen sorted
+set (``method="seen"``). Keys, all under the one hash tag ``{presence}`` so that the friends
+intersection and logout are single scripts on a Redis Cluster too (on one node):
 
-- per-minute sets: each activity adds the user to the set of its minute;
-  online = SUNION of the window's sets (``method="minutes"``);
-- a last-seen sorted set: user → time of the last activity; online = members
-  scored at or after the window start (``method="seen"``).
+- ``rp:presence:{presence}:minute:<n>`` set of users active in minute n (Unix seconds // 60)
+- ``rp:presence:{presence}:seen`` sorted set: user → last activity (Unix seconds)
+- ``rp:presence:{presence}:devices:<user>`` sorted set: device id → last activity
+- ``rp:presence:{presence}:friends:<user>`` set of friends (friendship is mutual)
 
-Keys, all under the one hash tag ``{presence}`` so that the friends
-intersection and logout run as single scripts on a Redis Cluster too (the cost:
-presence lives on one Cluster node):
-
-- ``rp:presence:{presence}:minute:<n>`` set of users active in minute n (Unix
-  seconds // 60); expires once it has left every window.
-- ``rp:presence:{presence}:seen`` sorted set: user → last activity (Unix seconds);
-  entries older than the window are trimmed on each activity.
-- ``rp:presence:{presence}:devices:<user>`` sorted set: device or session id →
-  last activity; expires a window after the user's last activity.
-- ``rp:presence:{presence}:friends:<user>`` set of friends (friendship is mutual).
-
-Devices: several devices or tabs of one user are one presence, since the
-structures above hold users. ``logout(user, device)`` forgets that device; if
-no other device of the user was active in the window, the user is removed from
-the window's minute sets and the last-seen set at once, so they show offline
-immediately; otherwise they stay online through the other device.
-
-Every function has an async twin named with an ``a`` (``await arecord_activity(user)``,
-``await aonline_friends(user)``, ...) taking a redis.asyncio ``client`` (None:
-``get_async_redis()``), built on the same core (``faces``).
-
-Times are Unix seconds from ``clock`` (``time.time`` unless injected); hosts
-recording activity should keep their clocks in sync to the second.
+Guarantee: several devices of one user are one presence; ``logout(user, device)`` shows the
+user offline at once unless another device was active in the window. Times are Unix seconds
+from ``clock``; hosts should keep their clocks in sync to the second. Every function has an
+async twin named with an ``a`` on the same core (``faces``).
 """
 
 import time

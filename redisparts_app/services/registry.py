@@ -8,36 +8,14 @@ Key (one per component; ``<component>`` is ``lock``, ``semaphore``, ``chat``, ``
 
     rp:registry:{<component>}:names   zset: name -> when a process last noted it (Unix s)
 
-A component calls ``note(component, name)`` once it has used a name, after the write
-that makes the thing exist (a lock acquired, a task enqueued into a group, a chat
-created, ...): pruning forgets only names whose thing it finds gone, so a name noted
-before its thing existed could be forgotten in between. The ZADD is sent at most once per
-``NOTE_INTERVAL`` seconds per process, client and name, so a hot path pays a dict lookup.
-Readers list the names (``names``, ``page``: ZRANGE, O(log n + names returned)) and read
-the things themselves, so a name whose thing is gone is only a wasted read. The cost of a
-listing follows the number of names a component has in use, never the size of the
-keyspace.
-
-``prune(component, alive)`` forgets names nobody noted for ``2 * NOTE_INTERVAL`` seconds
-whose thing is gone (``alive`` tells). It removes a name with a script that first checks
-the name's score again, so a name noted by anybody meanwhile stays: a name in use is never
-forgotten. Readers that already read every thing of a page (the admin's lists, the
-figures) prune what they saw; nothing else has to run for the registries to stay small.
-
-Every call to Redis but ``rebuild`` (a SCAN walk, for maintenance) has an async twin
-named with an ``a`` (``anote``, ``anames``, ``apage``, ``aexisting``, ``aprune``,
-``aforget``) taking a redis.asyncio ``client`` (None: ``get_async_redis()``), built on the
-same core (``faces``).
-
-Bounds: a name is listed from its first use; a name used before an upgrade, or written
-by code outside the services, is listed after its next use or after
-``rp_registry --rebuild`` (one SCAN: a maintenance command). After the registry is lost
-(a flush, a restart without persistence), a name comes back at its next use once
-``NOTE_INTERVAL`` has passed; ``forget_noted()`` makes this process note every name again
-at once (tests call it after each flush). Pruning compares the scores of several hosts:
-their clocks must agree within NOTE_INTERVAL. On a Redis Cluster each registry lives on the
-node of its own slot; a note is one more command there, not part of the component's
-script, which is why a registry lists candidates and readers check them.
+A component calls ``note(component, name)`` after the write that makes the thing exist;
+the ZADD is sent at most once per ``NOTE_INTERVAL`` seconds per process, client and name.
+Readers list the names (``names``, ``page``) and read the things themselves; ``prune``
+forgets names nobody noted for ``2 * NOTE_INTERVAL`` seconds whose thing is gone.
+Guarantee: a name in use is never forgotten (the pruning script checks its score again);
+a listing costs the number of names in use, never the size of the keyspace. Every call but
+``rebuild`` (a SCAN walk, for maintenance) has an async twin named with an ``a``. Bounds
+and recovery after a flush: docs/howto/cluster.md.
 """
 
 import re

@@ -2,27 +2,22 @@
 
 Import: ``from redisparts_app.services.sessions import update_token``.
 
-The example of pipelining: ``update_token`` sends each command on its own
-round trip (two, or six with an item), ``update_token_pipelined`` sends the same
-commands in one non-transactional pipeline, one round trip. Same signature,
-same effects; bench/ measures the difference.
+The example of pipelining: ``update_token`` sends each command on its own round trip (two,
+or six with an item), ``update_token_pipelined`` sends the same commands in one
+non-transactional pipeline, one round trip. Same signature, same effects.
 
-Keys (one hash tag, ``{session}``; a pipeline needs none, but one slot keeps a
-Cluster pipeline to one node):
+Keys (one hash tag, ``{session}``; a pipeline needs none, but one slot keeps a Cluster
+pipeline to one node):
 
 - ``rp:session:{session}:login`` hash: token → user.
 - ``rp:session:{session}:recent`` sorted set: token scored by its last use (seconds).
-- ``rp:session:{session}:viewed:<token>`` sorted set: the ``VIEWED_LIMIT`` items the
-  token viewed most recently, scored by time (seconds); expires ``SESSION_TTL``
-  seconds after the last view.
+- ``rp:session:{session}:viewed:<token>`` sorted set: the ``VIEWED_LIMIT`` items the token
+  viewed most recently, scored by time (seconds); expires ``SESSION_TTL`` after the last view.
 - ``rp:session:{session}:views`` sorted set: item → number of views.
 
-Neither variant is atomic: another client may see some of the writes of one
-call before the others. Removing stale sessions (``login`` and ``recent``
-entries) is left to the caller, as in the book's session cleaner.
-
-On asyncio: ``await aupdate_token(...)`` and ``await aupdate_token_pipelined(...)``
-(a redis.asyncio ``client``, or none: ``get_async_redis()``) send the same commands.
+Neither variant is atomic: another client may see some of the writes of one call before the
+others. Removing stale sessions is left to the caller, as in the book's session cleaner.
+Async twins: ``aupdate_token``, ``aupdate_token_pipelined`` send the same commands.
 """
 
 import time
@@ -138,9 +133,8 @@ def _commands(
     """Return the commands of one update, the one list every variant sends.
 
     Commands as they go on the wire, sent by each variant's own short loop rather than
-    a ``faces`` core: redis-py's helpers (hset, zadd, ...) would spend about 4 µs more
-    per update on their options, 8% of a pipelined update, and a core's operations
-    about as much again, on the calls the pipelining benchmark compares.
+    a ``faces`` core or redis-py's helpers (hset, zadd, ...): the pipelining example
+    compares round trips, so nothing else should weigh on either variant.
     """
     token = validate_key_part(token, "token")
     user = validate_key_part(user, "user")

@@ -4,33 +4,19 @@ Import: ``from redisparts_app.services.stats import update_stats, record_access_
 
 ``update_stats("checkout", "amount", 12.5)`` adds a value to the statistics of the current
 clock hour (UTC hours from the epoch); ``get_stats("checkout", "amount")`` returns a
-``Stats`` with ``mean``, ``stddev`` (sample standard deviation, n - 1, like
-``statistics.stdev``) and ``pstddev`` (population, like ``statistics.pstdev``).
-
-The update is one Lua script (``stats_update``): it moves the previous hour's hash to
-``:last`` when the hour changed and then updates every field, atomically, in one round
-trip — instead of the WATCH loop and the two temporary sorted sets merged with ZUNIONSTORE
-MIN/MAX, whose random temporary keys would sit in other Cluster slots and leak if a client
-died between the union and the DEL. Sums use HINCRBYFLOAT (long double on the server).
-Values are finite floats of magnitude at most 1e100. The standard deviation comes from
-sums of squares, so it loses precision when it is tiny next to the mean (relative error
-about 1e-8 x mean / stddev).
-
-Keys::
+``Stats`` with ``mean``, ``stddev`` (sample, n - 1) and ``pstddev`` (population). Values
+are finite floats of magnitude at most 1e100. Keys::
 
     rp:stats:{<context>}:<kind>         hash hour, count, sum, sumsq, min, max (this hour)
     rp:stats:{<context>}:<kind>:last    the same for the previous hour
     rp:stats_rank:{access_time}:slowest zset view -> average response time this hour
 
-Both hashes expire two hours after their last update. Response times are in seconds.
-``access_time(view)`` (context manager and decorator) and
-``redisparts_app.middleware.ResponseTimeMiddleware`` record them under the kind
-``access_time`` and keep the ``SLOWEST_VIEWS_LIMIT`` slowest views ranked by their
-average. Recording a response time never raises a Redis error: it is logged and dropped.
-
-Each function has an async twin named with an ``a`` (``await aupdate_stats(...)``, ``await
-aget_stats(...)``, ``async with aaccess_time(view):``, ...) taking a redis.asyncio
-``client`` (None: ``get_async_redis()``), built on the same core (``faces``).
+Guarantee: an update is one Lua script (``stats_update``), which moves the previous hour to
+``:last`` when the hour changed and updates every field atomically, in one round trip;
+both hashes expire two hours after their last update. ``access_time(view)`` and
+``ResponseTimeMiddleware`` record response times (seconds) under the kind ``access_time``
+and never raise a Redis error (it is logged and dropped). Every function has an async twin
+named with an ``a`` on the same core (``faces``).
 """
 
 import logging
