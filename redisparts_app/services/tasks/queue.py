@@ -101,6 +101,12 @@ def validate_task_name(name: object) -> str:
     return validate_key_part(name, "task name")
 
 
+def limited_queue(name: str) -> str:
+    """The queue of the runs of the task ``name`` registered with a ``concurrency``: its
+    workers take a task from it only with a permit (``TaskQueue.claim_next``)."""
+    return f"@{name}"
+
+
 def check_count(value: object, what: str) -> int:
     """Return ``value`` if it is a non-negative int, else raise InvalidTask."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -235,8 +241,13 @@ _names: SettingsCache[tuple[str, str, str, str], tuple[str, str, tuple[str, ...]
 
 def _named(prefix: str, group: str, name: Any, queue: Any) -> tuple[str, str, tuple[str, ...]]:
     """Check a task name, then a queue name (InvalidKeyPart); return what ``_names`` holds."""
+    from .registry import get_task  # registry.py imports this module
+
     valid_name = validate_task_name(name)
     valid_queue = validate_key_part(queue, "queue")
+    registered = get_task(valid_name)
+    if registered is not None and registered.concurrency is not None:
+        valid_queue = limited_queue(valid_name)  # whatever queue the caller named
     head = f'"name":{_json_string(valid_name)},"queue":{_json_string(valid_queue)},'
     found = (
         valid_queue,
@@ -692,6 +703,7 @@ class TaskQueue:
         *,
         wait: float = 0.0,
         results: Mapping[str, str] | None = None,
+        limits: Mapping[str, int] | None = None,
     ) -> tuple[list[tuple[dict[str, Any], int]], list[str]]:
         """Record the ``done`` task records as done, then ``claim`` up to ``count`` tasks.
 
@@ -702,16 +714,23 @@ class TaskQueue:
         in the same round trip: the server runs the claim as soon as the token comes,
         so an idle worker gets its task one round trip after the enqueue.
         ``results``: done task id -> its result JSON, written with its record as done.
+        ``limits``: limited queue (``limited_queue``) among ``queues`` -> its number of
+        permits: a task is taken from it only while fewer of its tasks are in flight.
         """
         keys = list(_claim_keys(app_settings.KEY_PREFIX, self.group, tuple(queues)))
         results = results or {}
         kept = [(r["id"], results[r["id"]]) for r in done if results.get(r["id"])]
+        args = [worker_id, int(lease * 1000), count, len(queues), len(done), len(kept)]
+        args += [results_module.ttl_ms() if kept else 0, len(limits or ())]
+        if limits:
+            for place, queue in enumerate(queues, 1):
+                if queue in limits:
+                    keys.append(self.permits_key(queue))
+                    args += [place, limits[queue]]
         for task_id, _ in kept:
             keys += [self.result_key(task_id), self.done_key(task_id)]
         deduped = [record for record in done if record.get("dedup")]
         keys += [self.dedup_key(record["dedup"]) for record in deduped]
-        args = [worker_id, int(lease * 1000), count, len(queues), len(done), len(kept)]
-        args += [results_module.ttl_ms() if kept else 0]
         args += [record["id"] for record in done]
         for pair in kept:
             args += pair
@@ -731,6 +750,11 @@ class TaskQueue:
             for index in range(0, len(found), 3)
         ]
         return claimed, [task_id.decode() for task_id in lost]
+
+    def permits_key(self, queue: str) -> str:
+        """The zset of the permits of a limited queue: id of the task in flight -> when
+        it took its permit (ms)."""
+        return self.key("permits", validate_key_part(queue, "queue"))
 
     def dedup_key(self, key: str) -> str:
         """The key a de-duplication key part ``key`` is held under."""

@@ -4,18 +4,20 @@ A worker runs a task only by the name it was registered under; the payload in
 Redis carries the name and JSON arguments, never code.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ...exceptions import InvalidTask
 from ...keys import validate_key_part
-from .queue import TaskQueue, check_count, validate_task_name
+from . import queue as queue_module
+from .queue import TaskQueue, check_count, limited_queue, validate_task_name
 from .results import Result, check_expires
 
 __all__ = [
     "Task",
     "get_task",
+    "limited_queues",
     "registered_names",
     "task",
 ]
@@ -36,6 +38,7 @@ class Task:
     time_limit: float | None = None
     result: bool = True
     expires: float | None = None
+    concurrency: int | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
@@ -109,6 +112,7 @@ def task(
     time_limit: float | None = None,
     result: bool = True,
     expires: float | None = None,
+    concurrency: int | None = None,
 ) -> Callable[[Callable[..., Any]], Task]:
     """Register the decorated function (plain or ``async def``) as a task; return its ``Task``.
 
@@ -119,6 +123,10 @@ def task(
     ``expires``: seconds after each enqueue past which a run not started is dropped
     (recorded EXPIRED); an enqueue's own ``expires=`` wins. Registering another function
     under a taken name raises InvalidTask.
+    ``concurrency``: at most that many runs of the task at once across every worker of
+    its group (a permit per run in flight, returned when it ends or is reaped); runs
+    over it wait in the task's own queue (``limited_queue``), which the workers of
+    ``queue`` serve just before it.
     """
     validate_key_part(queue, "queue")
     if group is not None:
@@ -133,6 +141,10 @@ def task(
         if not isinstance(expires, int | float) or isinstance(expires, bool):
             raise InvalidTask(f"@task expires must be seconds > 0, got {expires!r}")
         check_expires(expires)
+    if concurrency is not None and (
+        isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+    ):
+        raise InvalidTask(f"concurrency must be None or a whole number ≥ 1, got {concurrency!r}")
 
     def register(func: Callable[..., Any]) -> Task:
         task_name = validate_task_name(name or f"{func.__module__}.{func.__qualname__}")
@@ -141,11 +153,14 @@ def task(
             raise InvalidTask(
                 f"task name {task_name!r} is already registered for {_path(existing.func)}"
             )
+        if concurrency is not None:
+            validate_key_part(limited_queue(task_name), "queue of a limited task")
         registered = Task(
             func, task_name, queue, group, max_retries, soft_time_limit, time_limit,
-            result, None if expires is None else float(expires),
+            result, None if expires is None else float(expires), concurrency,
         )  # fmt: skip
         _registry[task_name] = registered
+        queue_module._names.clear()  # an enqueue may have found the name unregistered
         return registered
 
     return register
@@ -154,6 +169,29 @@ def task(
 def get_task(name: str) -> Task | None:
     """Return the task registered under ``name``, or None."""
     return _registry.get(name)
+
+
+def limited_queues(queues: Sequence[str]) -> tuple[list[str], dict[str, int]]:
+    """The queues a worker of ``queues`` claims from, each registered task with a
+    ``concurrency`` served by ``queue`` having its limited queue just before it, and
+    limited queue -> number of permits."""
+    limits = {
+        limited_queue(name): registered.concurrency
+        for name, registered in sorted(_registry.items())
+        if registered.concurrency is not None and registered.queue in queues
+    }
+    if not limits:
+        return list(queues), {}
+    served: list[str] = []
+    for queue in queues:
+        served += [
+            limited_queue(name)
+            for name, registered in sorted(_registry.items())
+            if registered.concurrency is not None and registered.queue == queue
+            and limited_queue(name) not in queues
+        ]  # fmt: skip
+        served.append(queue)
+    return served, limits
 
 
 def registered_names() -> list[str]:

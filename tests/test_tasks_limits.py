@@ -1,0 +1,150 @@
+"""Limits held across every worker: ``@task(concurrency=N)``.
+
+The claim itself is checked here in one process (several worker ids); the guarantee
+across worker processes, with a count of the runs at once kept in a file outside
+Redis, and a worker killed holding permits, in the tests marked slow.
+"""
+
+import signal
+
+import pytest
+
+from redisparts_app.exceptions import InvalidTask
+from redisparts_app.services.tasks import TaskQueue, enqueue, limited_queues, task
+from tests.tasks_helpers import limited, start_runtime_worker, stop, wait_until
+
+SERVED, LIMITS = ["@tests.limited", "limits"], {"@tests.limited": 2}
+
+
+def claim(queue: TaskQueue, worker: str, count: int = 5, done=(), lease: float = 30.0):
+    return queue.claim_next(SERVED, worker, lease, count, done, limits=LIMITS)
+
+
+def held(queue: TaskQueue) -> set[str]:
+    return {member.decode() for member in queue.client.zrange(queue.permits_key(SERVED[0]), 0, -1)}
+
+
+def test_a_limited_task_waits_in_its_own_queue_served_before_its_queue():
+    result = limited.enqueue("a", "/dev/null")
+    enqueue("tests.limited", args=["b", "/dev/null"], queue="default")  # by name: the same
+    queue = TaskQueue()
+    assert queue.length("@tests.limited") == 2
+    assert queue.get(result.id).queue == "@tests.limited"
+    assert limited_queues(["limits"]) == (SERVED, LIMITS)
+    assert limited_queues(["default"]) == (["default"], {})
+
+
+def test_claim_takes_a_limited_task_only_with_a_free_permit():
+    queue = TaskQueue()
+    for n in range(5):
+        limited.enqueue(f"l{n}", "/dev/null")
+    enqueue("tests.record", args=["free"], queue="limits")
+    first, _ = claim(queue, "w1")
+    # Two permits: two limited tasks, then the unlimited one behind them.
+    assert [record["args"][0] for record, _ in first] == ["l0", "l1", "free"]
+    assert claim(queue, "w2")[0] == []
+    assert held(queue) == {first[0][0]["id"], first[1][0]["id"]}
+    # A done task's permit is free for its worker's next claim, in the same call.
+    again, lost = claim(queue, "w1", done=[first[0][0], first[2][0]])
+    assert lost == []
+    assert [record["args"][0] for record, _ in again] == ["l2"]
+    assert held(queue) == {first[1][0]["id"], again[0][0]["id"]}
+    # A permit whose task failed is free at the next claim, whoever makes it.
+    assert queue.settle(first[1][0]["id"], "w1", "fail", {"reason": "x"})
+    assert [record["args"][0] for record, _ in claim(queue, "w2")[0]] == ["l3"]
+    assert len(held(queue)) == 2
+    assert queue.length("@tests.limited") == 1
+
+
+def test_a_reaped_task_gives_its_permit_back():
+    queue = TaskQueue()
+    for n in range(3):
+        limited.enqueue(f"l{n}", "/dev/null")
+    taken, _ = claim(queue, "dead", lease=0.001)
+    assert len(taken) == 2
+    assert wait_until(lambda: queue.reap()[0] == 2, timeout=5)
+    # Back at the head of their queue, each taken again alone (a delivery before).
+    again = [claim(queue, "w")[0] for _ in range(3)]
+    assert sorted(jobs[0][0]["args"][0] for jobs in again[:2]) == ["l0", "l1"]
+    assert [jobs[0][1] for jobs in again[:2]] == [2, 2]
+    assert again[2] == []
+    assert held(queue) == {taken[0][0]["id"], taken[1][0]["id"]}
+
+
+def test_a_returned_permit_wakes_a_worker_for_a_waiting_task(redis_client):
+    queue = TaskQueue()
+    for n in range(3):
+        limited.enqueue(f"l{n}", "/dev/null")
+    redis_client.delete(queue.key("wake"))
+    taken, _ = claim(queue, "w1")
+    # Its worker stopping: the done task is recorded, nothing claimed.
+    assert queue.claim_next(SERVED, "w1", 30, 0, [taken[0][0]], limits=LIMITS) == ([], [])
+    assert redis_client.llen(queue.key("wake")) == 1
+    assert [record["args"][0] for record, _ in claim(queue, "w2")[0]] == ["l2"]
+
+
+@pytest.mark.parametrize("concurrency", [0, -1, 1.5, True, "2"])
+def test_concurrency_must_be_a_whole_number_from_one(concurrency):
+    with pytest.raises(InvalidTask, match="concurrency"):
+        task("tests.bad_limit", concurrency=concurrency)
+
+
+# -- across processes ---------------------------------------------------------------------
+
+
+def runs(path) -> list[tuple[str, str, int]]:
+    """The lines of the file the limited task writes: (start|end, label, runs at once)."""
+    lines = [line.split(":") for line in path.read_text().split()]
+    return [(kind, label, int(running)) for kind, label, running in lines]
+
+
+@pytest.mark.slow
+def test_three_workers_never_run_more_than_the_limit_at_once(tmp_path):
+    path = tmp_path / "runs"
+    path.touch()
+    labels = [f"l{n}" for n in range(30)]
+    for label in labels:
+        limited.enqueue(label, str(path), 0.05)
+    # Six slots in all, for a limit of two.
+    workers = [start_runtime_worker(["limits"], pool="threads", concurrency=2) for _ in range(3)]
+    try:
+        assert wait_until(lambda: len(path.read_text().split()) == 60, timeout=60)
+    finally:
+        assert [stop(worker) for worker in workers] == [0, 0, 0]
+    lines = runs(path)
+    assert max(running for _, _, running in lines) == 2
+    assert sorted(label for kind, label, _ in lines if kind == "start") == sorted(labels)
+    assert sorted(label for kind, label, _ in lines if kind == "end") == sorted(labels)
+    queue = TaskQueue()
+    assert queue.counts()["inflight"] == 0
+    assert held(queue) == set()
+
+
+@pytest.mark.slow
+def test_a_killed_worker_gives_its_permits_back_and_the_rest_run(tmp_path):
+    path = tmp_path / "runs"
+    path.touch()
+    queue = TaskQueue()
+    for n in range(2):
+        limited.enqueue(f"long{n}", str(path), 2.0)
+    for n in range(6):
+        limited.enqueue(f"l{n}", str(path), 0.05)
+    victim = start_runtime_worker(["limits"], pool="threads", concurrency=2, lease=1.0)
+    assert wait_until(lambda: len(path.read_text().split()) == 2, timeout=30)
+    assert len(held(queue)) == 2
+    assert stop(victim, signal.SIGKILL) == -signal.SIGKILL
+    # Four slots: a permit not held would show as more than four runs at once below.
+    worker = start_runtime_worker(["limits"], pool="threads", concurrency=4, lease=1.0)
+    try:
+        # The permits come back once the dead worker's tasks are reaped, which then run
+        # again (first in line), and the rest after them.
+        assert wait_until(lambda: len(path.read_text().split()) == 2 + 16, timeout=60)
+    finally:
+        assert stop(worker) == 0
+    lines = runs(path)
+    started = sorted(label for kind, label, _ in lines if kind == "start")
+    assert started == sorted(["long0", "long1"] * 2 + [f"l{n}" for n in range(6)])
+    # The count outside Redis: the killed runs never ended, so it starts from two.
+    assert max(running for _, _, running in lines) == 4
+    assert held(queue) == set()
+    assert queue.counts()["inflight"] == 0
