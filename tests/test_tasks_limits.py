@@ -5,9 +5,11 @@ across worker processes, with a count of the runs at once kept in a file outside
 Redis, and a worker killed holding permits, in the tests marked slow.
 """
 
+import json
 import signal
 
 import pytest
+from django.core.management import call_command
 
 from redisparts_app.exceptions import InvalidTask
 from redisparts_app.services.tasks import TaskQueue, enqueue, limited_queues, task
@@ -81,6 +83,26 @@ def test_a_returned_permit_wakes_a_worker_for_a_waiting_task(redis_client):
     assert queue.claim_next(SERVED, "w1", 30, 0, [taken[0][0]], limits=LIMITS) == ([], [])
     assert redis_client.llen(queue.key("wake")) == 1
     assert [record["args"][0] for record, _ in claim(queue, "w2")[0]] == ["l2"]
+
+
+def test_the_permits_held_and_the_waiting_tasks_show(capsys):
+    queue = TaskQueue()
+    assert queue.limits() == {}
+    for n in range(3):
+        limited.enqueue(f"l{n}", "/dev/null")
+    taken, _ = claim(queue, "w1", count=1)
+    limits = queue.limits()
+    [permit] = limits["@tests.limited"].pop("held")
+    assert permit["id"] == taken[0][0]["id"]
+    assert limits == {"@tests.limited": {"task": "tests.limited", "concurrency": 2, "waiting": 2}}
+    # A permit whose task ended is free, and not shown, before the next claim drops it.
+    assert queue.settle(taken[0][0]["id"], "w1", "done")
+    assert queue.limits()["@tests.limited"]["held"] == []
+    call_command("rp_queue", "stats", "--json")
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["default"]["limits"]["@tests.limited"]["waiting"] == 2
+    call_command("rp_queue", "stats")
+    assert "@tests.limited 0 of 2 running, 2 waiting" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("concurrency", [0, -1, 1.5, True, "2"])

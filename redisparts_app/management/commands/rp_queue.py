@@ -168,7 +168,12 @@ def _apply(method: Any, ids: list[str]) -> dict[str, list[str]]:
 def _stats_line(group: str, counts: dict[str, Any]) -> str:
     ready = ", ".join(f"{name} {count}" for name, count in counts["queues"].items()) or "none"
     others = ", ".join(f"{kind} {counts[kind]}" for kind in LISTS_COUNTED)
-    return f"{group}: ready {ready}; {others}"
+    limits = "".join(
+        f"; {name} {len(limit['held'])} of {limit['concurrency'] or '?'} running, "
+        f"{limit['waiting']} waiting"
+        for name, limit in counts["limits"].items()
+    )
+    return f"{group}: ready {ready}; {others}{limits}"
 
 
 LISTS_COUNTED = ("delayed", "inflight", "failed", "quarantine")

@@ -949,7 +949,8 @@ class TaskQueue:
         return int(self.client.llen(self.queue_key(queue)))
 
     def counts(self) -> dict[str, Any]:
-        """Return ready tasks per queue and the sizes of delayed, in-flight, failed, quarantine."""
+        """Return ready tasks per queue, the sizes of delayed, in-flight, failed,
+        quarantine, and the ``limits`` of the limited queues."""
         names = self.queue_names()
         pipe = self.client.pipeline(transaction=False)
         for name in names:
@@ -961,7 +962,46 @@ class TaskQueue:
         counts.update(
             zip(("delayed", "inflight", "failed", "quarantine"), values[len(names) :], strict=True)
         )
+        counts["limits"] = self.limits(names)
         return counts
+
+    def limits(self, names: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Return, per limited queue (``limited_queue``) of the group: the ``task``, its
+        ``concurrency`` as registered in this process (None: not registered here), the
+        permits ``held`` (task id and since when, seconds; a permit whose task left the
+        in-flight set is free and not listed) and the tasks ``waiting`` for one.
+
+        ``names``: the group's queue names, if read already."""
+        from .registry import get_task  # registry.py imports this module
+
+        names = self.queue_names() if names is None else names
+        limited = [name for name in names if name.startswith("@")]
+        if not limited:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for name in limited:
+            pipe.zrange(self.permits_key(name), 0, -1, withscores=True)
+            pipe.llen(self.queue_key(name))
+        replies = pipe.execute()
+        holders = [member for permits in replies[::2] for member, _ in permits]
+        pipe = self.client.pipeline(transaction=False)
+        for member in holders:
+            pipe.zscore(self.key("inflight"), member)
+        running = {member for member, lease in zip(holders, pipe.execute(), strict=True) if lease}
+        found = {}
+        for name, permits, waiting in zip(limited, replies[::2], replies[1::2], strict=True):
+            registered = get_task(name[1:])
+            found[name] = {
+                "task": name[1:],
+                "concurrency": registered.concurrency if registered else None,
+                "held": [
+                    {"id": member.decode(), "since": since / 1000}
+                    for member, since in permits
+                    if member in running
+                ],
+                "waiting": int(waiting),
+            }
+        return found
 
     def peek(self, queue: str, start: int = 0, count: int = 20) -> list[TaskInfo]:
         """Return up to ``count`` ready tasks of ``queue`` from position ``start`` (0: next)."""
