@@ -224,3 +224,11 @@ def limited(label: str, path: str, pause: float = 0.0) -> None:
     note_running(path, label, 1)
     time.sleep(pause)
     note_running(path, label, -1)
+
+
+@task(name="tests.rated", queue="rated", max_retries=0, rate_limit="10/s")
+def rated(label: str, path: str) -> None:
+    """Append ``<label>:<time it started>`` to the file ``path``."""
+    with open(path, "a") as log:
+        fcntl.flock(log, fcntl.LOCK_EX)
+        log.write(f"{label}:{time.time()}\n")

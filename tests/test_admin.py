@@ -158,11 +158,12 @@ def test_queues_page_lists_the_workers_that_beat(admin_client):
 
 
 def test_queues_page_shows_the_permits_held_and_the_tasks_waiting(admin_client):
+    from redisparts_app.services.tasks import Limit
     from tests.tasks_helpers import limited
 
     ids = [limited.enqueue_with(args=[f"l{n}", "/dev/null"], on_commit=False) for n in range(3)]
     queue = TaskQueue()
-    queue.claim_next(["@tests.limited"], "w1", 30, 1, limits={"@tests.limited": 2})
+    queue.claim_next(["@tests.limited"], "w1", 30, 1, limits={"@tests.limited": Limit(2)})
     page = admin_client.get(url("admin:redisparts_queues")).content.decode()
     assert url("admin:redisparts_task", "default", ids[0].id) in page
     assert url("admin:redisparts_task", "default", ids[1].id) not in page

@@ -1,4 +1,4 @@
-"""Limits held across every worker: ``@task(concurrency=N)``.
+"""Limits held across every worker: ``@task(concurrency=N)`` and ``@task(rate_limit=...)``.
 
 The claim itself is checked here in one process (several worker ids); the guarantee
 across worker processes, with a count of the runs at once kept in a file outside
@@ -12,10 +12,10 @@ import pytest
 from django.core.management import call_command
 
 from redisparts_app.exceptions import InvalidTask
-from redisparts_app.services.tasks import TaskQueue, enqueue, limited_queues, task
-from tests.tasks_helpers import limited, start_runtime_worker, stop, wait_until
+from redisparts_app.services.tasks import Limit, TaskQueue, enqueue, limited_queues, task
+from tests.tasks_helpers import limited, rated, start_runtime_worker, stop, wait_until
 
-SERVED, LIMITS = ["@tests.limited", "limits"], {"@tests.limited": 2}
+SERVED, LIMITS = ["@tests.limited", "limits"], {"@tests.limited": Limit(concurrency=2)}
 
 
 def claim(queue: TaskQueue, worker: str, count: int = 5, done=(), lease: float = 30.0):
@@ -36,6 +36,7 @@ def test_a_limited_task_waits_in_its_own_queue_served_before_its_queue():
     assert limited_queues(["default"]) == (["default"], {})
 
 
+@pytest.mark.cluster
 def test_claim_takes_a_limited_task_only_with_a_free_permit():
     queue = TaskQueue()
     for n in range(5):
@@ -58,6 +59,7 @@ def test_claim_takes_a_limited_task_only_with_a_free_permit():
     assert queue.length("@tests.limited") == 1
 
 
+@pytest.mark.cluster
 def test_a_reaped_task_gives_its_permit_back():
     queue = TaskQueue()
     for n in range(3):
@@ -85,6 +87,7 @@ def test_a_returned_permit_wakes_a_worker_for_a_waiting_task(redis_client):
     assert [record["args"][0] for record, _ in claim(queue, "w2")[0]] == ["l2"]
 
 
+@pytest.mark.cluster
 def test_the_permits_held_and_the_waiting_tasks_show(capsys):
     queue = TaskQueue()
     assert queue.limits() == {}
@@ -94,7 +97,12 @@ def test_the_permits_held_and_the_waiting_tasks_show(capsys):
     limits = queue.limits()
     [permit] = limits["@tests.limited"].pop("held")
     assert permit["id"] == taken[0][0]["id"]
-    assert limits == {"@tests.limited": {"task": "tests.limited", "concurrency": 2, "waiting": 2}}
+    assert limits == {
+        "@tests.limited": {
+            "task": "tests.limited", "concurrency": 2, "rate_limit": None, "started": None,
+            "waiting": 2,
+        }
+    }  # fmt: skip
     # A permit whose task ended is free, and not shown, before the next claim drops it.
     assert queue.settle(taken[0][0]["id"], "w1", "done")
     assert queue.limits()["@tests.limited"]["held"] == []
@@ -103,6 +111,53 @@ def test_the_permits_held_and_the_waiting_tasks_show(capsys):
     assert stats["default"]["limits"]["@tests.limited"]["waiting"] == 2
     call_command("rp_queue", "stats")
     assert "@tests.limited 0 of 2 running, 2 waiting" in capsys.readouterr().out
+    rated.enqueue("r", "/dev/null")
+    queue.claim_next(
+        ["@tests.rated"], "w1", 30, 1, limits={"@tests.rated": Limit(rate=10, window=1.0)}
+    )
+    assert queue.limits()["@tests.rated"]["started"] == 1
+    call_command("rp_queue", "stats")
+    assert "@tests.rated 1 started of 10/s, 0 waiting" in capsys.readouterr().out
+
+
+@pytest.mark.cluster
+def test_claim_takes_a_rate_limited_task_only_within_its_rate():
+    queue = TaskQueue()
+    served = ["@tests.rated", "rated"]
+    assert limited_queues(["rated"]) == (served, {"@tests.rated": Limit(rate=10, window=1.0)})
+    for n in range(5):
+        rated.enqueue(f"r{n}", "/dev/null")
+    enqueue("tests.record", args=["free"], queue="rated")
+    limits = {"@tests.rated": Limit(rate=3, window=60.0)}
+    first, _ = queue.claim_next(served, "w1", 30, 10, limits=limits)
+    # Three starts in the window, then the unlimited task behind them.
+    assert [record["args"][0] for record, _ in first] == ["r0", "r1", "r2", "free"]
+    # Not more once they ended: the window counts starts, not runs at once.
+    done = [record for record, _ in first]
+    assert queue.claim_next(served, "w1", 30, 10, done, limits=limits) == ([], [])
+    assert queue.length("@tests.rated") == 2
+    # A window of 50 ms: the next starts once the first ones left it.
+    short = {"@tests.rated": Limit(rate=3, window=0.05)}
+    assert wait_until(lambda: queue.claim_next(served, "w2", 30, 10, limits=short)[0], timeout=5)
+
+
+@pytest.mark.cluster
+def test_a_task_with_both_limits_keeps_both():
+    queue = TaskQueue()
+    served = ["@tests.rated", "rated"]
+    for n in range(5):
+        rated.enqueue(f"r{n}", "/dev/null")
+    limits = {"@tests.rated": Limit(concurrency=1, rate=2, window=60.0)}
+    [(first, _)] = queue.claim_next(served, "w1", 30, 10, limits=limits)[0]
+    [(second, _)] = queue.claim_next(served, "w1", 30, 10, [first], limits=limits)[0]
+    assert queue.claim_next(served, "w1", 30, 10, [second], limits=limits)[0] == []
+    assert queue.length("@tests.rated") == 3
+
+
+@pytest.mark.parametrize("rate_limit", ["0/m", "10", "10/d", "1.5/s", "/m", 10, "-1/s"])
+def test_rate_limit_must_be_a_count_per_second_minute_or_hour(rate_limit):
+    with pytest.raises(InvalidTask, match="rate_limit"):
+        task("tests.bad_rate", rate_limit=rate_limit)
 
 
 @pytest.mark.parametrize("concurrency", [0, -1, 1.5, True, "2"])
@@ -170,3 +225,28 @@ def test_a_killed_worker_gives_its_permits_back_and_the_rest_run(tmp_path):
     assert max(running for _, _, running in lines) == 4
     assert held(queue) == set()
     assert queue.counts()["inflight"] == 0
+
+
+@pytest.mark.slow
+def test_three_workers_start_no_more_than_the_rate_in_any_window(tmp_path):
+    """The rule: at most 10 claims in any window of 1 s of the server's clock. Starts are
+    stamped in the task, after the claim by a delay of their own (up to ``SLACK``): so
+    any 11 consecutive starts span at least 1 s less that delay."""
+    path = tmp_path / "starts"
+    path.touch()
+    labels = [f"r{n}" for n in range(30)]
+    for label in labels:
+        rated.enqueue(label, str(path))
+    workers = [start_runtime_worker(["rated"], pool="threads", concurrency=2) for _ in range(3)]
+    try:
+        assert wait_until(lambda: len(path.read_text().split()) == 30, timeout=60)
+    finally:
+        assert [stop(worker) for worker in workers] == [0, 0, 0]
+    starts = [line.split(":") for line in path.read_text().split()]
+    assert sorted(label for label, _ in starts) == sorted(labels)
+    times = sorted(float(at) for _, at in starts)
+    spans = [later - earlier for earlier, later in zip(times, times[10:], strict=False)]
+    assert min(spans) >= 1.0 - SLACK
+
+
+SLACK = 0.25  # seconds between a claim and its task's start, at most, on a busy machine

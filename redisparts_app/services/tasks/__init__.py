@@ -22,7 +22,7 @@ time limits and how one task runs are in pool.py.
 
 from typing import Any
 
-from .queue import TaskInfo, TaskQueue, queue_groups
+from .queue import Limit, TaskInfo, TaskQueue, queue_groups
 from .registry import Task, get_task, limited_queues, registered_names, task
 from .results import Cancel, Progress, Result, ResultInfo, aborted, aprogress, progress
 from .schedules import periodic
@@ -30,6 +30,7 @@ from .worker import Scheduler, Worker
 
 __all__ = [
     "Cancel",
+    "Limit",
     "Progress",
     "Result",
     "ResultInfo",

@@ -4,6 +4,7 @@ A worker runs a task only by the name it was registered under; the payload in
 Redis carries the name and JSON arguments, never code.
 """
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 from ...exceptions import InvalidTask
 from ...keys import validate_key_part
 from . import queue as queue_module
-from .queue import TaskQueue, check_count, limited_queue, validate_task_name
+from .queue import Limit, TaskQueue, check_count, limited_queue, validate_task_name
 from .results import Result, check_expires
 
 __all__ = [
@@ -39,6 +40,20 @@ class Task:
     result: bool = True
     expires: float | None = None
     concurrency: int | None = None
+    rate_limit: str | None = None
+
+    @property
+    def limit(self) -> Limit | None:
+        """The task's ``Limit``, None for a task without limits."""
+        if self.concurrency is None and self.rate_limit is None:
+            return None
+        rate, window = parse_rate(self.rate_limit) if self.rate_limit else (0, 0.0)
+        return Limit(self.concurrency or 0, rate, window)
+
+    @property
+    def limited(self) -> bool:
+        """Whether the task has a limit: its runs go to its ``limited_queue``."""
+        return self.concurrency is not None or self.rate_limit is not None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)
@@ -113,6 +128,7 @@ def task(
     result: bool = True,
     expires: float | None = None,
     concurrency: int | None = None,
+    rate_limit: str | None = None,
 ) -> Callable[[Callable[..., Any]], Task]:
     """Register the decorated function (plain or ``async def``) as a task; return its ``Task``.
 
@@ -124,9 +140,11 @@ def task(
     (recorded EXPIRED); an enqueue's own ``expires=`` wins. Registering another function
     under a taken name raises InvalidTask.
     ``concurrency``: at most that many runs of the task at once across every worker of
-    its group (a permit per run in flight, returned when it ends or is reaped); runs
-    over it wait in the task's own queue (``limited_queue``), which the workers of
-    ``queue`` serve just before it.
+    its group (a permit per run in flight, returned when it ends or is reaped).
+    ``rate_limit``: "<count>/<s|m|h>", at most that many runs started in any second,
+    minute or hour across every worker of its group. Runs over a limit wait in the
+    task's own queue (``limited_queue``), which the workers of ``queue`` serve just
+    before it.
     """
     validate_key_part(queue, "queue")
     if group is not None:
@@ -145,6 +163,8 @@ def task(
         isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
     ):
         raise InvalidTask(f"concurrency must be None or a whole number ≥ 1, got {concurrency!r}")
+    if rate_limit is not None:
+        parse_rate(rate_limit)
 
     def register(func: Callable[..., Any]) -> Task:
         task_name = validate_task_name(name or f"{func.__module__}.{func.__qualname__}")
@@ -153,11 +173,11 @@ def task(
             raise InvalidTask(
                 f"task name {task_name!r} is already registered for {_path(existing.func)}"
             )
-        if concurrency is not None:
+        if concurrency is not None or rate_limit is not None:
             validate_key_part(limited_queue(task_name), "queue of a limited task")
         registered = Task(
             func, task_name, queue, group, max_retries, soft_time_limit, time_limit,
-            result, None if expires is None else float(expires), concurrency,
+            result, None if expires is None else float(expires), concurrency, rate_limit,
         )  # fmt: skip
         _registry[task_name] = registered
         queue_module._names.clear()  # an enqueue may have found the name unregistered
@@ -171,14 +191,14 @@ def get_task(name: str) -> Task | None:
     return _registry.get(name)
 
 
-def limited_queues(queues: Sequence[str]) -> tuple[list[str], dict[str, int]]:
-    """The queues a worker of ``queues`` claims from, each registered task with a
-    ``concurrency`` served by ``queue`` having its limited queue just before it, and
-    limited queue -> number of permits."""
+def limited_queues(queues: Sequence[str]) -> tuple[list[str], dict[str, Limit]]:
+    """The queues a worker of ``queues`` claims from, each registered task with limits
+    served by ``queue`` having its limited queue just before it, and limited queue ->
+    its ``Limit``."""
     limits = {
-        limited_queue(name): registered.concurrency
+        limited_queue(name): limit
         for name, registered in sorted(_registry.items())
-        if registered.concurrency is not None and registered.queue in queues
+        if registered.queue in queues and (limit := registered.limit) is not None
     }
     if not limits:
         return list(queues), {}
@@ -187,7 +207,7 @@ def limited_queues(queues: Sequence[str]) -> tuple[list[str], dict[str, int]]:
         served += [
             limited_queue(name)
             for name, registered in sorted(_registry.items())
-            if registered.concurrency is not None and registered.queue == queue
+            if registered.limited and registered.queue == queue
             and limited_queue(name) not in queues
         ]  # fmt: skip
         served.append(queue)
@@ -197,6 +217,20 @@ def limited_queues(queues: Sequence[str]) -> tuple[list[str], dict[str, int]]:
 def registered_names() -> list[str]:
     """Return the registered task names, sorted."""
     return sorted(_registry)
+
+
+_RATE_RE = re.compile(r"^([1-9][0-9]*)/([smh])$")
+_WINDOWS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_rate(text: object) -> tuple[int, float]:
+    """Return (runs, window in seconds) of a rate limit such as "100/m"; else raise."""
+    found = _RATE_RE.match(text) if isinstance(text, str) else None
+    if found is None:
+        raise InvalidTask(
+            f'rate_limit must be "<count>/s", "/m" or "/h" (e.g. "100/m"), got {text!r}'
+        )
+    return int(found[1]), _WINDOWS[found[2]]
 
 
 def check_limit(value: object, what: str) -> float | None:

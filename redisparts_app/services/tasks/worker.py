@@ -58,7 +58,7 @@ from ...exceptions import InvalidArgument, InvalidTask
 from ...keys import validate_key_part
 from . import schedules
 from .pool import POOLS, Outcome, Pool
-from .queue import BATCH, TaskQueue, validate_seconds
+from .queue import BATCH, Limit, TaskQueue, validate_seconds
 from .registry import check_limit, limited_queues
 
 __all__ = [
@@ -218,7 +218,7 @@ class Worker(_Stoppable):
         self._results: dict[str, str] = {}
         # The queues claimed from and the limited ones' permits (``limited_queues``).
         self._served: list[str] = list(self.queues)
-        self._limits: dict[str, int] = {}
+        self._limits: dict[str, Limit] = {}
 
     def run(self, *, burst: bool = False, max_tasks: int | None = None) -> int:
         """Run tasks until stopped; return how many ended.
