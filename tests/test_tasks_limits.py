@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 
 from redisparts_app.exceptions import InvalidTask
-from redisparts_app.services.tasks import Limit, TaskQueue, enqueue, limited_queues, task
+from redisparts_app.services.tasks import Cancel, Limit, TaskQueue, enqueue, limited_queues, task
 from tests.tasks_helpers import limited, rated, start_runtime_worker, stop, wait_until
 
 SERVED, LIMITS = ["@tests.limited", "limits"], {"@tests.limited": Limit(concurrency=2)}
@@ -152,6 +152,18 @@ def test_a_task_with_both_limits_keeps_both():
     [(second, _)] = queue.claim_next(served, "w1", 30, 10, [first], limits=limits)[0]
     assert queue.claim_next(served, "w1", 30, 10, [second], limits=limits)[0] == []
     assert queue.length("@tests.rated") == 3
+
+
+def test_a_waiting_run_can_be_cancelled_and_a_held_one_comes_back_on_stop():
+    queue = TaskQueue()
+    runs = [limited.enqueue(f"l{n}", "/dev/null") for n in range(4)]
+    taken, _ = claim(queue, "w1", count=2)
+    assert runs[3].cancel() == Cancel.CANCELLED
+    assert queue.length("@tests.limited") == 1
+    # A worker stopping puts its unstarted runs back first in line: their permits are free.
+    assert queue.release([record for record, _ in taken], "w1") == 2
+    again, _ = claim(queue, "w2")
+    assert [record["args"][0] for record, _ in again] == ["l0", "l1"]
 
 
 @pytest.mark.parametrize("rate_limit", ["0/m", "10", "10/d", "1.5/s", "/m", 10, "-1/s"])
