@@ -7,12 +7,14 @@ Redis, and a worker killed holding permits, in the tests marked slow.
 
 import json
 import signal
+import time
 
 import pytest
 from django.core.management import call_command
 
 from redisparts_app.exceptions import InvalidTask
 from redisparts_app.services.tasks import Cancel, Limit, TaskQueue, enqueue, limited_queues, task
+from tests.counting import command_calls
 from tests.tasks_helpers import limited, rated, start_runtime_worker, stop, wait_until
 
 SERVED, LIMITS = ["@tests.limited", "limits"], {"@tests.limited": Limit(concurrency=2)}
@@ -237,6 +239,30 @@ def test_a_killed_worker_gives_its_permits_back_and_the_rest_run(tmp_path):
     assert max(running for _, _, running in lines) == 4
     assert held(queue) == set()
     assert queue.counts()["inflight"] == 0
+
+
+@pytest.mark.slow
+def test_runs_waiting_for_a_permit_hold_no_worker_in_a_loop(tmp_path, redis_admin):
+    """While two long runs hold the permits, two idle workers make at most their usual
+    claims (a poll every 0.05 s while a slot is free, the heartbeats, the reaper): a
+    loop over the ten waiting runs would send thousands of calls a second."""
+    path = tmp_path / "runs"
+    path.touch()
+    for n in range(2):
+        limited.enqueue(f"long{n}", str(path), 3.0)
+    for n in range(10):
+        limited.enqueue(f"l{n}", str(path))
+    workers = [start_runtime_worker(["limits"], pool="threads", concurrency=2) for _ in range(2)]
+    try:
+        assert wait_until(lambda: len(path.read_text().split()) == 2, timeout=30)
+        before = command_calls(redis_admin, "evalsha", "evalsha_ro", "blpop")
+        time.sleep(1.5)
+        calls = command_calls(redis_admin, "evalsha", "evalsha_ro", "blpop") - before
+        assert len(path.read_text().split()) == 2  # the waiting runs still wait
+        assert calls < 150
+        assert wait_until(lambda: len(path.read_text().split()) == 24, timeout=30)
+    finally:
+        assert [stop(worker) for worker in workers] == [0, 0]
 
 
 @pytest.mark.slow
