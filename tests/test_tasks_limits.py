@@ -36,6 +36,8 @@ def test_a_limited_task_waits_in_its_own_queue_served_before_its_queue():
     assert queue.get(result.id).queue == "@tests.limited"
     assert limited_queues(["limits"]) == (SERVED, LIMITS)
     assert limited_queues(["default"]) == (["default"], {})
+    # A worker of the limited queue alone keeps its limits.
+    assert limited_queues(["@tests.limited"]) == (["@tests.limited"], LIMITS)
 
 
 @pytest.mark.cluster

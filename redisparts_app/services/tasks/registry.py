@@ -194,11 +194,12 @@ def get_task(name: str) -> Task | None:
 def limited_queues(queues: Sequence[str]) -> tuple[list[str], dict[str, Limit]]:
     """The queues a worker of ``queues`` claims from, each registered task with limits
     served by ``queue`` having its limited queue just before it, and limited queue ->
-    its ``Limit``."""
+    its ``Limit`` (a limited queue named in ``queues`` keeps its limits too)."""
     limits = {
         limited_queue(name): limit
         for name, registered in sorted(_registry.items())
-        if registered.queue in queues and (limit := registered.limit) is not None
+        if (registered.queue in queues or limited_queue(name) in queues)
+        and (limit := registered.limit) is not None
     }
     if not limits:
         return list(queues), {}
