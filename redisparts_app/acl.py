@@ -162,7 +162,8 @@ COMPONENTS: dict[str, Component] = {
                  "queue_quarantined", "queue_reap", "queue_release", "queue_requeue",
                  "queue_schedule", "queue_settle", "periodic_fire", "result_progress"),
         commands=("blmove", "blpop", "del", "exists", "get", "hdel", "hget", "hgetall", "hmget",
-                  "llen", "lrange", "set", "smembers", "wait", "zcard", "zrange"),
+                  "llen", "lrange", "set", "smembers", "wait", "zcard", "zcount", "zrange",
+                  "zscore"),
         uses=("locks",),
     ),
 }  # fmt: skip

@@ -4,6 +4,7 @@ Completions are recorded in Redis keys outside the queue's keyspace, so the
 tests check the queue's guarantees independently of its own bookkeeping.
 """
 
+import fcntl
 import os
 import signal
 import time
@@ -202,3 +203,32 @@ def wait_beating(process) -> None:
 
     marker = f"-{process.pid}-"
     assert wait_until(lambda: any(marker in w for w in TaskQueue().workers()), timeout=20)
+
+
+# -- a task with a concurrency limit (test_tasks_limits.py) --------------------------------
+
+
+def note_running(path: str, label: str, step: int) -> None:
+    """Append ``<start|end>:<label>:<runs at once>`` to the file ``path``, under a file
+    lock: a count of the runs at once kept outside Redis."""
+    with open(path, "a+") as log:
+        fcntl.flock(log, fcntl.LOCK_EX)
+        log.seek(0)
+        lines = log.read().split()
+        running = int(lines[-1].rsplit(":", 1)[1]) if lines else 0
+        log.write(f"{'start' if step > 0 else 'end'}:{label}:{running + step}\n")
+
+
+@task(name="tests.limited", queue="limits", max_retries=0, concurrency=2)
+def limited(label: str, path: str, pause: float = 0.0) -> None:
+    note_running(path, label, 1)
+    time.sleep(pause)
+    note_running(path, label, -1)
+
+
+@task(name="tests.rated", queue="rated", max_retries=0, rate_limit="10/s")
+def rated(label: str, path: str) -> None:
+    """Append ``<label>:<time it started>`` to the file ``path``."""
+    with open(path, "a") as log:
+        fcntl.flock(log, fcntl.LOCK_EX)
+        log.write(f"{label}:{time.time()}\n")

@@ -157,6 +157,23 @@ def test_queues_page_lists_the_workers_that_beat(admin_client):
     assert float(row.group(1)) < 30
 
 
+def test_queues_page_shows_the_permits_held_and_the_tasks_waiting(admin_client):
+    from redisparts_app.services.tasks import Limit
+    from tests.tasks_helpers import limited
+
+    ids = [limited.enqueue_with(args=[f"l{n}", "/dev/null"], on_commit=False) for n in range(3)]
+    queue = TaskQueue()
+    queue.claim_next(["@tests.limited"], "w1", 30, 1, limits={"@tests.limited": Limit(2)})
+    page = admin_client.get(url("admin:redisparts_queues")).content.decode()
+    assert url("admin:redisparts_task", "default", ids[0].id) in page
+    assert url("admin:redisparts_task", "default", ids[1].id) not in page
+    peek = url("admin:redisparts_peek", "default", "@tests.limited")
+    assert f'<a href="{peek}">2</a>' in page
+    waiting = admin_client.get(peek).content.decode()
+    assert ids[1].id in waiting
+    assert ids[2].id in waiting
+
+
 def test_task_lists_show_failed_with_error_and_detail_shows_traceback(admin_client):
     [task_id] = failed_tasks(1)
     page = admin_client.get(url("admin:redisparts_tasks") + "?kind=failed").content.decode()

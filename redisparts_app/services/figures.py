@@ -23,7 +23,7 @@ Lock, semaphore, chat and queue-group names come from the components' registries
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from redis.cluster import RedisCluster
@@ -91,6 +91,7 @@ class GroupFigures:
 
     ``expired`` counts in-flight tasks whose lease deadline passed; ``most_overdue`` is
     how many seconds past its deadline the earliest of them is (None: none expired).
+    ``limits``: the permits and waiting tasks of its limited queues (``TaskQueue.limits``).
     """
 
     group: str
@@ -101,6 +102,7 @@ class GroupFigures:
     most_overdue: float | None
     failed: int
     quarantined: int
+    limits: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -214,6 +216,7 @@ def group_figures(group: str, *, client: Client | None = None) -> GroupFigures:
         most_overdue=overdue,
         failed=int(failed),
         quarantined=int(quarantined),
+        limits=queue.limits(names),
     )
 
 

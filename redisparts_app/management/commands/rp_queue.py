@@ -168,10 +168,21 @@ def _apply(method: Any, ids: list[str]) -> dict[str, list[str]]:
 def _stats_line(group: str, counts: dict[str, Any]) -> str:
     ready = ", ".join(f"{name} {count}" for name, count in counts["queues"].items()) or "none"
     others = ", ".join(f"{kind} {counts[kind]}" for kind in LISTS_COUNTED)
-    return f"{group}: ready {ready}; {others}"
+    limits = "".join(f"; {name} {_limit_text(limit)}" for name, limit in counts["limits"].items())
+    return f"{group}: ready {ready}; {others}{limits}"
 
 
 LISTS_COUNTED = ("delayed", "inflight", "failed", "quarantine")
+
+
+def _limit_text(limit: dict[str, Any]) -> str:
+    """A limited queue's figures: its runs against its limits, and the runs waiting."""
+    said = []
+    if limit["concurrency"]:
+        said.append(f"{len(limit['held'])} of {limit['concurrency']} running")
+    if limit["rate_limit"]:
+        said.append(f"{limit['started']} started of {limit['rate_limit']}")
+    return ", ".join([*(said or ["limits not registered here"]), f"{limit['waiting']} waiting"])
 
 
 def _task_line(task: TaskInfo) -> str:

@@ -22,14 +22,15 @@ time limits and how one task runs are in pool.py.
 
 from typing import Any
 
-from .queue import TaskInfo, TaskQueue, queue_groups
-from .registry import Task, get_task, registered_names, task
+from .queue import Limit, TaskInfo, TaskQueue, queue_groups
+from .registry import Task, get_task, limited_queues, registered_names, task
 from .results import Cancel, Progress, Result, ResultInfo, aborted, aprogress, progress
 from .schedules import periodic
 from .worker import Scheduler, Worker
 
 __all__ = [
     "Cancel",
+    "Limit",
     "Progress",
     "Result",
     "ResultInfo",
@@ -45,6 +46,7 @@ __all__ = [
     "cancel",
     "enqueue",
     "get_task",
+    "limited_queues",
     "periodic",
     "progress",
     "queue_groups",

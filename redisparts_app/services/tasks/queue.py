@@ -47,6 +47,7 @@ from . import results as results_module
 from .results import Result
 
 __all__ = [
+    "Limit",
     "TaskInfo",
     "TaskQueue",
     "queue_groups",
@@ -99,6 +100,21 @@ def queue_groups(*, client: Any = None, with_default: bool = False) -> list[str]
 def validate_task_name(name: object) -> str:
     """Return ``name`` if it can name a task (the rules of key parts), else raise."""
     return validate_key_part(name, "task name")
+
+
+def limited_queue(name: str) -> str:
+    """The queue of the runs of the task ``name`` registered with limits: its workers
+    take a task from it only within them (``TaskQueue.claim_next``)."""
+    return f"@{name}"
+
+
+class Limit(NamedTuple):
+    """The limits of a limited queue: at most ``concurrency`` of its tasks in flight at
+    once, at most ``rate`` claimed in any ``window`` seconds (0: no such limit)."""
+
+    concurrency: int = 0
+    rate: int = 0
+    window: float = 0.0
 
 
 def check_count(value: object, what: str) -> int:
@@ -235,8 +251,13 @@ _names: SettingsCache[tuple[str, str, str, str], tuple[str, str, tuple[str, ...]
 
 def _named(prefix: str, group: str, name: Any, queue: Any) -> tuple[str, str, tuple[str, ...]]:
     """Check a task name, then a queue name (InvalidKeyPart); return what ``_names`` holds."""
+    from .registry import get_task  # registry.py imports this module
+
     valid_name = validate_task_name(name)
     valid_queue = validate_key_part(queue, "queue")
+    registered = get_task(valid_name)
+    if registered is not None and registered.limited:
+        valid_queue = limited_queue(valid_name)  # whatever queue the caller named
     head = f'"name":{_json_string(valid_name)},"queue":{_json_string(valid_queue)},'
     found = (
         valid_queue,
@@ -692,6 +713,7 @@ class TaskQueue:
         *,
         wait: float = 0.0,
         results: Mapping[str, str] | None = None,
+        limits: Mapping[str, Limit] | None = None,
     ) -> tuple[list[tuple[dict[str, Any], int]], list[str]]:
         """Record the ``done`` task records as done, then ``claim`` up to ``count`` tasks.
 
@@ -702,16 +724,25 @@ class TaskQueue:
         in the same round trip: the server runs the claim as soon as the token comes,
         so an idle worker gets its task one round trip after the enqueue.
         ``results``: done task id -> its result JSON, written with its record as done.
+        ``limits``: limited queue (``limited_queue``) among ``queues`` -> its ``Limit``:
+        a task is taken from it only while fewer than its ``concurrency`` are in flight
+        and fewer than its ``rate`` were claimed in the last ``window`` seconds.
         """
         keys = list(_claim_keys(app_settings.KEY_PREFIX, self.group, tuple(queues)))
         results = results or {}
         kept = [(r["id"], results[r["id"]]) for r in done if results.get(r["id"])]
+        args = [worker_id, int(lease * 1000), count, len(queues), len(done), len(kept)]
+        args += [results_module.ttl_ms() if kept else 0, len(limits or ())]
+        if limits:
+            for place, queue in enumerate(queues, 1):
+                limit = limits.get(queue)
+                if limit is not None:
+                    keys += [self.permits_key(queue), self.starts_key(queue)]
+                    args += [place, limit.concurrency, limit.rate, round(limit.window * 1000)]
         for task_id, _ in kept:
             keys += [self.result_key(task_id), self.done_key(task_id)]
         deduped = [record for record in done if record.get("dedup")]
         keys += [self.dedup_key(record["dedup"]) for record in deduped]
-        args = [worker_id, int(lease * 1000), count, len(queues), len(done), len(kept)]
-        args += [results_module.ttl_ms() if kept else 0]
         args += [record["id"] for record in done]
         for pair in kept:
             args += pair
@@ -731,6 +762,15 @@ class TaskQueue:
             for index in range(0, len(found), 3)
         ]
         return claimed, [task_id.decode() for task_id in lost]
+
+    def permits_key(self, queue: str) -> str:
+        """The zset of the permits of a limited queue: id of the task in flight -> when
+        it took its permit (ms)."""
+        return self.key("permits", validate_key_part(queue, "queue"))
+
+    def starts_key(self, queue: str) -> str:
+        """The log of the claims of a rate-limited queue: start -> when (ms)."""
+        return self.key("starts", validate_key_part(queue, "queue"))
 
     def dedup_key(self, key: str) -> str:
         """The key a de-duplication key part ``key`` is held under."""
@@ -925,7 +965,8 @@ class TaskQueue:
         return int(self.client.llen(self.queue_key(queue)))
 
     def counts(self) -> dict[str, Any]:
-        """Return ready tasks per queue and the sizes of delayed, in-flight, failed, quarantine."""
+        """Return ready tasks per queue, the sizes of delayed, in-flight, failed,
+        quarantine, and the ``limits`` of the limited queues."""
         names = self.queue_names()
         pipe = self.client.pipeline(transaction=False)
         for name in names:
@@ -937,7 +978,61 @@ class TaskQueue:
         counts.update(
             zip(("delayed", "inflight", "failed", "quarantine"), values[len(names) :], strict=True)
         )
+        counts["limits"] = self.limits(names)
         return counts
+
+    def limits(self, names: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Return, per limited queue (``limited_queue``) of the group: the ``task``, its
+        ``concurrency`` and ``rate_limit`` as registered in this process (None: none, or
+        not registered here), the permits ``held`` (task id and since when, seconds; a
+        permit whose task left the in-flight set is free and not listed), the runs
+        ``started`` in the rate limit's last window, and the tasks ``waiting``.
+
+        ``names``: the group's queue names, if read already."""
+        from .registry import get_task  # registry.py imports this module
+
+        names = self.queue_names() if names is None else names
+        limited = {name: get_task(name[1:]) for name in names if name.startswith("@")}
+        if not limited:
+            return {}
+        with on_slot(self.client, self.key("tasks")) as server:  # TIME: the group's node
+            return self._limits(server, limited)
+
+    def _limits(self, server: Any, limited: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        pipe = server.pipeline(transaction=False)
+        pipe.time()
+        for name in limited:
+            pipe.zrange(self.permits_key(name), 0, -1, withscores=True)
+            pipe.llen(self.queue_key(name))
+        (seconds, micros), *replies = pipe.execute()
+        now_ms = seconds * 1000 + micros // 1000
+        holders = [member for permits in replies[::2] for member, _ in permits]
+        pipe = server.pipeline(transaction=False)
+        for member in holders:
+            pipe.zscore(self.key("inflight"), member)
+        for name, registered in limited.items():
+            window = registered.limit.window if registered and registered.limit else 0.0
+            pipe.zcount(self.starts_key(name), f"({now_ms - round(window * 1000)}", "+inf")
+        leases = pipe.execute()
+        running = {member for member, lease in zip(holders, leases, strict=False) if lease}
+        found = {}
+        started = leases[len(holders) :]
+        for (name, registered), permits, waiting, count in zip(
+            limited.items(), replies[::2], replies[1::2], started, strict=True
+        ):
+            found[name] = {
+                "task": name[1:],
+                "concurrency": registered.concurrency if registered else None,
+                "rate_limit": registered.rate_limit if registered else None,
+                "held": [
+                    {"id": member.decode(), "since": since / 1000}
+                    for member, since in permits
+                    if member in running
+                ],
+                "started": int(count) if registered and registered.rate_limit else None,
+                "waiting": int(waiting),
+            }
+        return found
 
     def peek(self, queue: str, start: int = 0, count: int = 20) -> list[TaskInfo]:
         """Return up to ``count`` ready tasks of ``queue`` from position ``start`` (0: next)."""

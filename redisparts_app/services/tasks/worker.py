@@ -58,8 +58,8 @@ from ...exceptions import InvalidArgument, InvalidTask
 from ...keys import validate_key_part
 from . import schedules
 from .pool import POOLS, Outcome, Pool
-from .queue import BATCH, TaskQueue, validate_seconds
-from .registry import check_limit
+from .queue import BATCH, Limit, TaskQueue, validate_seconds
+from .registry import check_limit, limited_queues
 
 __all__ = [
     "Backoff",
@@ -216,6 +216,9 @@ class Worker(_Stoppable):
         self._pool: Pool | None = None
         # Done task id -> its result JSON, until recorded with the task's acknowledgement.
         self._results: dict[str, str] = {}
+        # The queues claimed from and the limited ones' permits (``limited_queues``).
+        self._served: list[str] = list(self.queues)
+        self._limits: dict[str, Limit] = {}
 
     def run(self, *, burst: bool = False, max_tasks: int | None = None) -> int:
         """Run tasks until stopped; return how many ended.
@@ -234,7 +237,9 @@ class Worker(_Stoppable):
         pool = self._pool = POOLS[self.pool_name](
             self.concurrency, self.worker_id, self.queue, self.soft_time_limit, self.time_limit
         )
-        logger.info("worker %s listening on %s", self.worker_id, ", ".join(self.queues))
+        # Each limited task's queue is served just before the queue it was registered on.
+        self._served, self._limits = limited_queues(self.queues)
+        logger.info("worker %s listening on %s", self.worker_id, ", ".join(self._served))
         empty = False
         wait = 0.0  # seconds the next claim first waits for a wake-up token
         with self.signals():  # before the pool forks: Ctrl-C is the worker's
@@ -310,8 +315,9 @@ class Worker(_Stoppable):
             if wait:  # it was cut short for the maintenance just done
                 wait = self._idle()
         jobs, lost = self.queue.claim_next(
-            self.queues, self.worker_id, self.lease, count, done, wait=wait, results=self._results
-        )
+            self._served, self.worker_id, self.lease, count, done,
+            wait=wait, results=self._results, limits=self._limits,
+        )  # fmt: skip
         self._held.update(record["id"] for record, _ in jobs)
         # A task delivered again may have been cancelled while its last worker ran it:
         # not run again (such tasks are rare, and claimed alone).
