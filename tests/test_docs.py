@@ -45,11 +45,6 @@ LONG_DOCSTRINGS = {
     "services/lease.py",
     "services/locks.py",
     "services/semaphores.py",
-    "services/tasks/pool.py",
-    "services/tasks/queue.py",
-    "services/tasks/results.py",
-    "services/tasks/schedules.py",
-    "services/tasks/worker.py",
 }
 
 

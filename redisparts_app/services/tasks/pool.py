@@ -1,41 +1,20 @@
 """Where a worker's tasks run: in the worker's own thread (``solo``), in threads
 (``threads``) or in child processes (``prefork``), and how one task is run.
 
-Every pool runs a task the same way (``run_task``): it sends ``task_started`` and
-``task_finished`` around it, to which Django's ``close_old_connections`` is connected as
-it is to ``request_started`` / ``request_finished``, so the database connections are
-checked before and after each task as around a request (a connection that died or
-outlived CONN_MAX_AGE is replaced; test suites disconnect it as Django's do);
-``async def`` functions run on an event loop of their own, and an exception becomes a
-retry (after QUEUE_RETRY_DELAY · 2^(retry - 1) seconds, capped at
-QUEUE_RETRY_MAX_DELAY) or a failure with its traceback. The run's outcome carries the
-task's result JSON (results.py), which the worker records with the acknowledgement; a
-task past its ``expires`` is not run.
+Import: ``Worker(pool=...)`` chooses one; ``run_task`` runs a task in any of them.
 
-Time limits, in seconds:
+Every run sends ``task_started``/``task_finished`` (Django's ``close_old_connections``
+is connected, as around a request), runs ``async def`` tasks on a loop of their own, and
+turns an exception into a retry (QUEUE_RETRY_DELAY · 2^(retry - 1) s, capped at
+QUEUE_RETRY_MAX_DELAY) or a failure with its traceback; a task past ``expires`` is not
+run. The outcome carries the result JSON the worker records with the acknowledgement.
 
-- soft: ``SoftTimeLimitExceeded`` is raised in the task (SIGALRM in solo and prefork,
-  an asynchronous exception in threads), which it may catch to clean up. Code blocked
-  in C (a socket read, a lock) sees it only once it returns to Python.
-- hard: in ``prefork`` the child running the task is killed with SIGKILL, the task is
-  recorded as failed (or retried) with the reason, and a new child takes its place.
-  ``solo`` and ``threads`` cannot stop a thread: at its hard limit the worker stops
-  renewing the task's lease, so the task goes back to the queue when the lease ends
-  (and to quarantine after QUEUE_MAX_DELIVERIES), and logs an error. A thread that
-  never returns also keeps the worker process from exiting: run tasks that may hang
-  in C in the prefork pool.
-
-A prefork child whose worker died (SIGKILL) exits within half a second, so it does not
-go on running the task the reaper gives to another worker.
-
-Cancellation of a running task (``TaskQueue.cancel``): the worker's heartbeat reads the
-task's abort mark and calls ``Pool.abort``, which sets the task's flag (``aborted()``
-reads it: an attribute, or in a prefork child a byte of memory shared with the worker,
-set by the worker's main thread). QUEUE_CANCEL_GRACE seconds later the pool
-ends the task as the hard time limit does in prefork (the child is killed), and with an
-asynchronous ``TaskAborted`` in ``threads`` and ``solo`` (as the soft limit is raised:
-code blocked in C sees it once it returns to Python). A task that saw the flag, or
-ended by an exception once it was set, is recorded CANCELLED and not retried.
+Time limits: the soft one raises ``SoftTimeLimitExceeded`` in the task; at the hard one
+prefork kills the child (the task fails or retries with the reason), while solo and
+threads stop renewing the lease, so the task goes back to the queue when it ends. A
+cancel of a running task sets the flag ``aborted()`` reads; QUEUE_CANCEL_GRACE seconds
+later the pool ends it as the hard limit does (``TaskAborted`` in solo and threads), and
+it is recorded CANCELLED. A prefork child whose worker died exits within half a second.
 """
 
 import asyncio

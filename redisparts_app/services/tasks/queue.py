@@ -1,25 +1,19 @@
 """``TaskQueue``: the keys of one queue group and every operation on them.
 
-A group is a set of named queues sharing one hash tag, so one Lua script can
-look at all of them (priority dequeue, reaping, scheduling) on a Redis Cluster.
-Keys, all ``<prefix>:queue:{<group>}:<role>``:
+Import: ``from redisparts_app.services.tasks import TaskQueue``.
 
-- ``q:<queue>`` list of ready task ids, FIFO (RPUSH, LPOP)
-- ``tasks`` hash id → task JSON; ``deliveries`` hash id → times delivered
-- ``inflight`` zset id → lease deadline (ms, server clock); ``owners`` hash id → worker
-- ``delayed`` zset id → due time (ms); ``failed`` and ``quarantine`` zsets id → when (ms);
-  ``errors`` hash id → error JSON (reason, traceback)
-- ``queues`` set of queue names; ``wake`` and ``sched_wake`` lists of wake-up tokens
-- ``workers`` hash worker id → last heartbeat (ms, server clock), for the reaper
-- ``dedup:<key>`` string holding the id of the task that took the key, until that task is
-  done or has failed for good (at most its TTL)
-- ``result:<id>`` result JSON and ``done:<id>`` a token once the task ended, both with
-  a TTL (results.py; the Django Tasks backend keeps its results at the same key)
-- ``abort:<id>`` set by a cancel of a running task, with the result's TTL: read by its
-  worker's heartbeat (``cancel``)
+A group is a set of named queues sharing one hash tag, so one Lua script sees all of
+them (priority dequeue, reaping, scheduling) on a Redis Cluster too. Keys, all
+``<prefix>:queue:{<group>}:<role>``: ``q:<queue>`` (ready ids, FIFO), ``tasks`` (id →
+JSON), ``deliveries``, ``inflight`` (id → lease deadline), ``owners`` (id → worker),
+``delayed``, ``failed``, ``quarantine``, ``errors``, ``queues``, ``wake`` and
+``sched_wake`` (wake-up tokens), ``workers`` (last heartbeats), ``dedup:<key>``,
+``result:<id>`` and ``done:<id>`` (results.py), ``abort:<id>`` (a cancel of a running
+task), and a limited task's ``permits:@<task>`` and ``starts:@<task>``.
 
-Times passed in are seconds; scripts use the Redis server's clock (TIME), so
-hosts with skewed clocks agree on due times and lease deadlines.
+Guarantee: each operation is one script (or one atomic step) on the group's slot, so a
+task is in exactly one place at any time. Times passed in are seconds; scripts use the
+server's clock (TIME), so hosts with skewed clocks agree on due times and leases.
 """
 
 import asyncio

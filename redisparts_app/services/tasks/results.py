@@ -1,37 +1,18 @@
 """Results of tasks: the record a worker writes when a task ends, the handle an enqueue
-returns, and ``progress()`` for a running task::
+returns (``Result``: ``get``/``aget`` wait without polling, ``info``, ``cancel``), and
+``progress()`` and ``aborted()`` for the running task.
 
-    from redisparts_app.services.tasks import progress, task
+Import: ``from redisparts_app.services.tasks import Result, progress, aborted``.
 
-    @task(expires=60)
-    def resize(photo_id):
-        progress(1, 3, "downloaded")
-        ...
-        return {"width": 640}
+Keys, in the task's queue group (one hash tag with the queue's keys): ``result:<id>``
+(the JSON, for QUEUE_RESULT_TTL seconds, in the shape the Django Tasks backend keeps
+at the same key), ``done:<id>`` (one token once the task ended: a waiter's BLMOVE from
+the list to itself returns it to every waiter, present and later) and ``abort:<id>``
+(a cancel of a running task, read by its worker's heartbeat).
 
-    result = resize.enqueue(7)        # a Result: the task id (a str), with methods
-    result.get(timeout=10)            # {"width": 640}; waits without polling
-    await result.aget(timeout=10)     # the async twin
-    result.info().progress            # Progress(done=1, total=3, note="downloaded")
-    result.cancel()                   # "cancelled" if not started yet; see cancel()
-
-Keys, in the task's queue group (one hash tag with the queue's keys, so the worker's
-acknowledgement script writes them in the same step):
-
-- ``result:<id>`` the result JSON, for QUEUE_RESULT_TTL seconds: the shape the Django
-  Tasks backend (tasks_backend.py) keeps at the same key, plus ``name``, ``progress``
-  and the error's ``message``
-- ``done:<id>`` a list holding one token once the task ended, with the same TTL: a
-  waiter blocks on it with BLMOVE from the list to itself, which returns the token at
-  once to every waiter, present and later, and leaves it there
-
-- ``abort:<id>`` set by a cancel of a running task, with the same TTL: the worker's
-  heartbeat reads it, then ``aborted()`` in the task says True
-
-A task ended is recorded by the script that acknowledges it (queue_dequeue.lua for
-done, queue_settle.lua for failed, expired and aborted, queue_cancel.lua for a task
-cancelled before it ran): never an acknowledged task without its result, nor a result
-of a task that will run again.
+Guarantee: a task's end is recorded by the script that acknowledges it (done, failed,
+expired, aborted) or cancels it before it ran: never an acknowledged task without its
+result, nor a result of a task that will run again.
 """
 
 import contextvars

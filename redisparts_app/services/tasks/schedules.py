@@ -7,34 +7,15 @@ exactly once per slot however many schedulers run::
     @task(name="shop.nightly_report")
     def nightly_report(): ...
 
-    @periodic(every=0.5, catch_up="none")                # seconds; sub-second allowed
-    @task(name="shop.poll")
-    def poll(): ...
+Code declares the schedules; ``rp_scheduler`` fires them. Key, in the task's queue
+group: ``<prefix>:queue:{<group>}:periodic:<name>``, a hash with ``last`` (the latest
+slot claimed, ms), ``paused``, ``edit`` (a run-time expression), ``fired`` and ``run``.
 
-Code declares the schedules (``name`` defaults to the task's name); ``rp_scheduler``
-fires them; Redis keeps what changes at run time, in one hash per schedule in its
-task's queue group (so one script reaches both): ``<prefix>:queue:{<group>}:periodic:<name>``
-with ``last`` (the latest slot claimed, ms since the epoch), ``paused``, ``edit`` (an
-expression set at run time, JSON; it lapses when the code's expression changes),
-``fired`` (slot and task id of the last fire) and ``run`` (outcome and time of the
-last run, written by the worker that ran it).
-
-Guarantee: each slot's task is enqueued at most once, whatever the number of
-schedulers: ``periodic_fire.lua`` claims the slot (only if later than ``last``) and
-enqueues the task in one script. A scheduler killed at any point has either run the
-script (the slot is fired) or not (another scheduler, or this one restarted, fires
-it, late, by ``catch_up``), so while one scheduler runs every slot is enqueued
-exactly once, within one scheduler pass of its time. The worker then runs it at
-least once (see worker.py). Slots are computed with Redis server time.
-
-``catch_up``: after a downtime, "latest" (default) fires once, for the latest missed
-slot; "none" skips slots more than CATCH_UP_GRACE seconds late. Never a burst.
-
-DST (cron with ``tz``): Debian's (Vixie) cron rule, as cronsim computes it. A time
-skipped when clocks spring forward runs at the first valid moment after the gap
-(02:30 runs at 03:00); a time repeated when they fall back runs once, at its first
-occurrence. Expressions firing every hour or more often are not adjusted.
-``every`` slots are multiples of ``every`` seconds since the Unix epoch, in UTC.
+Guarantee: ``periodic_fire.lua`` claims a slot (only if later than ``last``) and
+enqueues its task in one script, so each slot is enqueued at most once, and, while one
+scheduler runs, exactly once within a pass of its time, whatever kills happen; slots
+use Redis server time. ``catch_up``: "latest" fires once for missed slots, "none" skips
+them. DST follows Debian (Vixie) cron's rule as cronsim computes it (docs: schedules).
 """
 
 import json

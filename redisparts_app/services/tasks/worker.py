@@ -1,40 +1,20 @@
 """``Worker`` runs tasks from several queues in priority order; ``Scheduler`` moves due
-delayed tasks and reaps the tasks of expired leases and dead workers.
+delayed tasks, reaps the tasks of expired leases and dead workers, and fires schedules.
 
-Delivery is at least once, and each task is acknowledged as it ends: one Lua script
-over the queues of one hash tag records the task that just ended and moves the next
-ready ones in flight under the worker's lease. A worker claims no more than its free
-slots (``concurrency``, plus ``prefetch``, 0 by default), so an idle worker always
-gets the next ready task while another runs a slow one. A SIGKILL therefore re-runs
-at most ``concurrency`` tasks: those running, or ended and not yet recorded;
-prefetched tasks that never started go back to other workers without having run.
+Import: ``from redisparts_app.services.tasks import Scheduler, Worker``.
 
-The script that records a task done (or failed, or expired) also writes its result
-(results.py), so the two never part.
+Guarantee: at least once, each task acknowledged as it ends. One script records the
+task that just ended (with its result) and moves the next ready ones in flight under
+the worker's lease; a worker claims no more than its free slots (plus ``prefetch``), so
+a SIGKILL re-runs at most ``concurrency`` tasks. A worker silent for
+QUEUE_WORKER_TIMEOUT seconds has its tasks put back by the reaper (within about five
+seconds of its death with the defaults); a task whose worker died on each of its
+QUEUE_MAX_DELIVERIES deliveries goes to quarantine. Write tasks to be idempotent.
 
-A heartbeat thread beats every QUEUE_HEARTBEAT seconds (every third of the lease if
-shorter), recording the worker alive and extending its tasks' leases; the reaper (in
-every worker every ``maintenance_interval`` seconds, and in the scheduler at least every
-``max_wait`` seconds) puts back at the head of their queue the tasks of a worker silent
-for QUEUE_WORKER_TIMEOUT seconds, whatever their lease (so within about five seconds
-of its death with the defaults), and those whose lease ran out. A task delivered
-QUEUE_MAX_DELIVERIES times whose worker died each time goes to quarantine instead of
-looping; a task delivered before (its worker died, or a retry) is always claimed
-alone. A task that raises is retried after QUEUE_RETRY_DELAY · 2^(retry - 1) seconds
-(capped at QUEUE_RETRY_MAX_DELAY) up to its ``max_retries``, then lands in the failed
-registry with its error and traceback. Time limits and pools: see ``pool.py``. Write
-tasks to be idempotent: a task may run more than once.
-
-Idle workers block on a wake-up list (BLPOP, at most ``block`` seconds), never
-busy-poll; their next claim is sent with the BLPOP, so the server runs it as soon as
-the token comes and the task arrives one round trip after its enqueue. The scheduler
-blocks until the next due time or lease deadline (at most ``max_wait`` seconds) and is
-woken early by an enqueue with a delay.
-SIGTERM/SIGINT stop claiming, let the running tasks finish and put the prefetched ones
-back at the head of their queues; a second signal exits at once (the tasks come back
-through the reaper). When Redis is unreachable both log it, back off exponentially
-(0.5 s doubling to 30 s) and resume; a worker keeps retrying to record the outcomes
-of the tasks it just ran until Redis is back.
+Idle workers block on a wake-up list (BLPOP) and never poll; the scheduler blocks until
+the next due time. SIGTERM/SIGINT stop claiming, let running tasks finish and put the
+prefetched ones back; with Redis unreachable both back off (0.5 s doubling to 30 s)
+and resume. Pools and time limits: ``pool.py``.
 """
 
 import collections
