@@ -323,10 +323,10 @@ def _resume(core: Steps[Any], reply: Any, error: Exception | None) -> Any:
 
 def _do(op: Any, client: Any) -> Any:
     kind = type(op)
-    if kind is Command:
-        reply = getattr(client, op.name)(*op.args, **op.kwargs)
-    elif kind is Script:
+    if kind is Script:  # first: the one operation of the hottest calls (locks, semaphores)
         reply = lua.call(client, op.name, op.keys, op.args)
+    elif kind is Command:
+        reply = getattr(client, op.name)(*op.args, **op.kwargs)
     elif kind is _Client:
         return client
     elif kind is Pipeline:

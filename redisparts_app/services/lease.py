@@ -53,9 +53,8 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError
 
-from .. import faces, lua
+from .. import faces
 from ..connection import Client, get_redis, is_async_client, is_pipeline
 from ..exceptions import InvalidArgument
 from ..validation import check_int, check_seconds, to_ms
@@ -84,8 +83,6 @@ SIGNAL_TTL_MS = 2000
 # waiter still tries every 32 ms and the first release after its sleep wakes it.
 BACKOFF_FIRST = 0.001
 BACKOFF_LONGEST = 0.032
-# The scripts a Lock's sync hot path sends by SHA (``_attempt_now``, ``_release_now``).
-_ACQUIRE, _RELEASE = lua.sha("lease_acquire"), lua.sha("lease_release")
 # Guards the making of a lease's ``lost`` event and the report of its loss. One for
 # all leases: both are rare, and a lock per lease would cost every lease (one per
 # ``with Lock(...)``) its making.
@@ -176,9 +173,8 @@ class LeaseHolder:
         return self._lost
 
     def _wait(self, deadline: float, holder_pttl: int | None) -> faces.Steps[bool]:
-        """The rest of ``_acquire`` after a failed attempt, which found ``holder_pttl``
-        (None: not read), until ``deadline`` (on ``clock``). A caller that made its first
-        attempt as a single operation (a Lock's ``with``) goes on here."""
+        """The rest of an acquire after a failed attempt, which found ``holder_pttl``
+        (None: not read), until ``deadline`` (on ``clock``)."""
         backoff = 0.0  # seconds to sleep before the next wait, after lost wake-ups
         while True:
             if holder_pttl is None and deadline > self.clock():  # a bare SET lost
@@ -209,32 +205,6 @@ class LeaseHolder:
             )
         keys = (self.key, self.fence_key)
         return faces.script("lease_acquire", keys, (self.token, self._ttl_ms), then=self._drawn)
-
-    def _attempt_now(self) -> int | None:
-        """``_attempt`` of a fenced lease run at once on its sync client, for a Lock's
-        first attempt: return None when acquired, else the holder's PTTL in ms (as
-        ``_drawn``). EVALSHA is sent with its arguments as they are: the operation, its
-        executor and ``lua.call``'s star-arguments cost a ``with Lock(...)`` about a
-        third of its Python."""
-        if self._held:
-            raise RuntimeError(f"lease {self.key!r} is already held by this holder")
-        sent = self._sent = self.clock()
-        key, fence_key, token, ttl_ms = self.key, self.fence_key, self.token, self._ttl_ms
-        try:
-            reply = self.client.execute_command(
-                "EVALSHA", _ACQUIRE, 2, key, fence_key, token, ttl_ms
-            )
-        except NoScriptError:  # the server lost its scripts: lua.call loads it
-            reply = lua.call(self.client, "lease_acquire", (key, fence_key), (token, ttl_ms))
-        if reply < 0:
-            return -3 - reply  # the holder's PTTL (lease_acquire.lua)
-        if self._lost is None and not self.renewals:  # nothing to reset: never renewed nor lost
-            self._confirmed_until = sent + self.ttl
-            self.fence = reply
-            self._held = True
-        else:
-            self._mark_acquired(reply, sent)
-        return None
 
     def _won(self, reply: Any) -> tuple[bool, None]:
         if reply:
@@ -289,26 +259,6 @@ class LeaseHolder:
             self.stop_heartbeat()
         keys = (self.key,) if self.signal_key is None else (self.key, self.signal_key)
         return faces.script("lease_release", keys, [self.token, SIGNAL_TTL_MS], then=self._released)
-
-    def _release_now(self) -> bool:
-        """``_release`` of a lease with a wake-up list run at once on its sync client (a
-        Lock's release), sent as ``_attempt_now`` sends its attempt."""
-        if self._thread is not None:
-            self.stop_heartbeat()
-        key, signal_key, token = self.key, self.signal_key, self.token
-        try:
-            reply = self.client.execute_command(
-                "EVALSHA", _RELEASE, 2, key, signal_key, token, SIGNAL_TTL_MS
-            )
-        except NoScriptError:
-            reply = lua.call(
-                self.client, "lease_release", (key, signal_key), (token, SIGNAL_TTL_MS)
-            )
-        if reply:  # _released's steps, one call less
-            self._held = False
-            return True
-        self._report_lost()
-        return False
 
     def _released(self, reply: int) -> bool:
         if reply:

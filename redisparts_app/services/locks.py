@@ -81,7 +81,7 @@ from django.db import models
 
 from .. import faces, keys, lua
 from ..conf import SettingsCache, app_settings
-from ..connection import Client, resolve_async_client, resolve_client
+from ..connection import Client, resolve_client
 from ..exceptions import InvalidArgument, LockNotOwned, LockTimeout
 from ..validation import check_count, check_seconds, check_token, to_ms
 from . import registry
@@ -232,25 +232,15 @@ class Lock(LeaseHolder):
 
         Raise LockTimeout when others held it for the whole wait.
         """
-        return self._take(
-            self.timeout if timeout is None else check_seconds(timeout, "lock timeout")
-        )
+        return faces.run(self._take(self._wait_for(timeout)), self.client)
 
     async def aacquire(self, timeout: float | None = None) -> int:
         """The async twin of ``acquire``: its waits (BLPOP on the wake-up list) block only
-        this coroutine. Its steps are ``_take``'s, each awaited."""
-        wait = self.timeout if timeout is None else check_seconds(timeout, "lock timeout")
-        aclient = resolve_async_client(self.aclient)
-        last = self._arm()
-        reply: tuple[bool, int | None] = await faces.arun(self._attempt(), aclient)
-        acquired, holder_pttl = reply
-        deadline = self._sent + wait
-        if not acquired and not await faces.arun(self._wait(deadline, holder_pttl), aclient):
-            self._disarm(last)
-            raise LockTimeout(self.name, wait)
-        if not registry.recently_noted(aclient, COMPONENT, self.name):  # noted once held
-            await faces.arun(registry.noting(COMPONENT, self.name), aclient)
-        return self._started()
+        this coroutine."""
+        return await faces.arun(self._take(self._wait_for(timeout)), self.aclient)
+
+    def _wait_for(self, timeout: float | None) -> float:
+        return self.timeout if timeout is None else check_seconds(timeout, "lock timeout")
 
     def try_acquire(self) -> int | None:
         """Make one attempt without waiting; return the fence, or None when it is held."""
@@ -286,11 +276,11 @@ class Lock(LeaseHolder):
 
     def release(self) -> None:
         """Release the lock and wake one waiter; raise LockNotOwned when no longer owned."""
-        self._give_back(None)
+        faces.run(self._give_back(None), self.client)
 
     async def arelease(self) -> None:
         """The async twin of ``release``."""
-        await self._agive_back(None)
+        await faces.arun(self._give_back(None), self.aclient)
 
     def _lost_at_release(self, exc_type: type[BaseException] | None) -> None:
         if exc_type is None:
@@ -320,37 +310,28 @@ class Lock(LeaseHolder):
         assert self.fence is not None  # a fenced attempt always draws one
         return self.fence
 
-    def _take(self, wait: float) -> int:
-        """Take the lock within ``wait`` seconds (checked), on the sync client: the first
-        attempt sent at once (``LeaseHolder._attempt_now``), and only a lock found held goes on
-        to the wait (``LeaseHolder._wait``)."""
-        client = self.client
+    def _take(self, wait: float) -> faces.Steps[int]:
+        """The core of ``acquire``: take the lock within ``wait`` seconds (checked)."""
         last = self._arm()
-        holder_pttl = self._attempt_now()
-        if holder_pttl is not None and not faces.run(
-            self._wait(self._sent + wait, holder_pttl), client
-        ):
+        acquired, holder_pttl = yield self._attempt()
+        if not acquired and not (yield from self._wait(self._sent + wait, holder_pttl)):
             self._disarm(last)
             raise LockTimeout(self.name, wait)
         # Noted once held: a registry prunes only names whose thing it finds gone, so a
         # name noted before the lock existed could be pruned between the two.
-        if not registry.recently_noted(client, COMPONENT, self.name):
-            faces.run(registry.noting(COMPONENT, self.name), client)
+        if not registry.recently_noted((yield faces.CLIENT), COMPONENT, self.name):
+            yield from registry.noting(COMPONENT, self.name)
         return self._started()
 
-    def _give_back(self, exc_type: type[BaseException] | None) -> None:
-        """Release; raise LockNotOwned when no longer owned, unless ``exc_type`` is the
-        error a ``with`` block is leaving with (that error propagates; the loss is logged)."""
-        if self.token is None or not self._release_now():
-            self._lost_at_release(exc_type)
-
-    async def _agive_back(self, exc_type: type[BaseException] | None) -> None:
-        """The async twin of ``_give_back``."""
-        if self.token is None or not await faces.arun(self._release(), self.aclient):
+    def _give_back(self, exc_type: type[BaseException] | None) -> faces.Steps[None]:
+        """The core of ``release``: raise LockNotOwned when no longer owned, unless
+        ``exc_type`` is the error a ``with`` block is leaving with (that error propagates;
+        the loss is logged)."""
+        if self.token is None or not (yield self._release()):
             self._lost_at_release(exc_type)
 
     def __enter__(self) -> Lock:
-        self._take(self.timeout)
+        faces.run(self._take(self.timeout), self.client)
         return self
 
     def __exit__(
@@ -359,7 +340,7 @@ class Lock(LeaseHolder):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._give_back(exc_type)
+        faces.run(self._give_back(exc_type), self.client)
 
     async def __aenter__(self) -> Lock:
         await self.aacquire()
@@ -371,7 +352,7 @@ class Lock(LeaseHolder):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self._agive_back(exc_type)
+        await faces.arun(self._give_back(exc_type), self.aclient)
 
 
 @dataclass(frozen=True)

@@ -71,10 +71,8 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
 from .. import faces, keys, lua
-from ..connection import Client, is_pipeline_class, resolve_client
+from ..connection import Client, resolve_client
 from ..exceptions import (
     InvalidArgument,
     InvalidArgumentType,
@@ -110,8 +108,6 @@ _ROLES = ("holders", "info", "counter", "wake")
 _FORCE_RELEASE_WAKE_MS = 10_000
 
 logger = logging.getLogger(__name__)
-# The scripts FairSemaphore's hot paths send by SHA (``_try_now``, ``_release_now``).
-_ACQUIRE, _RELEASE = lua.sha("semaphore_acquire"), lua.sha("semaphore_release")
 
 
 @dataclass(frozen=True)
@@ -165,8 +161,6 @@ class Semaphore:
         self._refresh_keys = permits
         self._release_keys = [*permits, self._keys["wake"]]
         self._client, self._aclient = faces.clients(client)
-        kind: type = type(self._client)
-        self._pipelined = is_pipeline_class(kind)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, limit={self.limit}, timeout={self.timeout})"
@@ -176,18 +170,7 @@ class Semaphore:
 
         ``wait`` is seconds (0: one try); ``reason`` is a short text shown by ``holders``.
         """
-        client = self._client
-        # The common call (one try, no reason, the name noted lately on this client) runs
-        # the script at once, without an operation for faces.run.
-        if (
-            wait == 0
-            and type(wait) is float
-            and reason == ""
-            and registry.recently_noted(client, COMPONENT, self.name)
-        ):
-            holder_id = self._issued = os.urandom(16).hex()  # 128 random bits, as hex
-            return holder_id if self._try_now(holder_id) else None
-        return faces.run(self._acquire(wait, reason, client), client)
+        return faces.run(self._acquire(wait, reason, self._client), self._client)
 
     async def aacquire(self, *, wait: float = 0.0, reason: str = "") -> str | None:
         """The async twin of ``acquire`` (its waits block only this coroutine)."""
@@ -247,17 +230,16 @@ class Semaphore:
 
     def release(self, holder_id: str) -> bool:
         """Give the permit back; return False if it had already expired or was never held."""
-        # The script at once, without an operation for faces.run: a hot path.
-        if holder_id is not self._issued:
-            holder_id = _check_holder_id(holder_id)
-        return bool(self._release_now(holder_id))
+        return faces.run(self._release(holder_id), self._client)
 
     async def arelease(self, holder_id: str) -> bool:
         """The async twin of ``release``."""
         return await faces.arun(self._release(holder_id), self._aclient)
 
     def _release(self, holder_id: str) -> faces.Op:
-        args = self._release_args(_check_holder_id(holder_id))
+        if holder_id is not self._issued:  # the id acquire handed out is ours as it is
+            holder_id = _check_holder_id(holder_id)
+        args = self._release_args(holder_id)
         return faces.script("semaphore_release", self._release_keys, args, then=bool)
 
     @contextmanager
@@ -314,16 +296,6 @@ class Semaphore:
     def _acquire_args(self, holder_id: str, reason: str) -> list[Any]:
         return [holder_id, self.limit, self._timeout_ms, reason, self._now_ms()]
 
-    def _try_now(self, holder_id: str) -> Any:
-        """One try with no reason on the sync client, its script sent at once."""
-        args = self._acquire_args(holder_id, "")
-        return lua.call(self._client, "semaphore_acquire", self._acquire_keys, args)
-
-    def _release_now(self, holder_id: str) -> Any:
-        """The release script of a checked ``holder_id`` sent at once on the sync client."""
-        args = self._release_args(holder_id)
-        return lua.call(self._client, "semaphore_release", self._release_keys, args)
-
     def _release_args(self, holder_id: str) -> list[Any]:
         # The release script's arguments for a checked holder id; the basic kind adds
         # its clock.
@@ -351,30 +323,6 @@ class FairSemaphore(Semaphore):
         if reason:
             args.append(reason)
         return args
-
-    # The hot paths send EVALSHA with its arguments as they are, not through lua.call's
-    # star-arguments (a good part of a pair's Python).
-
-    def _try_now(self, holder_id: str) -> Any:
-        reply = self._send_now(_ACQUIRE, self._acquire_keys, holder_id)
-        return super()._try_now(holder_id) if reply is None else reply
-
-    def _release_now(self, holder_id: str) -> Any:
-        reply = self._send_now(_RELEASE, self._release_keys, holder_id)
-        return super()._release_now(holder_id) if reply is None else reply
-
-    def _send_now(self, sha: str, keys: list[str], holder_id: str) -> Any:
-        """The reply of a hot path's script (3 keys; holder id, limit and timeout); None
-        on a pipeline or after a NOSCRIPT reply, which lua.call handles."""
-        if self._pipelined:
-            return None
-        first, second, third = keys
-        try:
-            return self._client.execute_command(
-                "EVALSHA", sha, 3, first, second, third, holder_id, self.limit, self._timeout_ms
-            )
-        except NoScriptError:
-            return None
 
     def ticket(self, holder_id: str) -> int | None:
         """Return the permit's ticket (its acquisition number), None once released or swept."""
