@@ -192,7 +192,7 @@ def uncontended(ctx: Context) -> Section:
             Ratio(
                 "redisparts / python-redis-lock",
                 samples.ratio("redisparts", "python-redis-lock"),
-                1.4,
+                1.3,
             ),
             Ratio("redisparts / pottery Redlock", samples.ratio("redisparts", "pottery")),
         ],

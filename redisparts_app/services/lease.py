@@ -2,45 +2,21 @@
 
 Import: ``from redisparts_app.services.lease import Lease``.
 
-A lease is a key holding a random owner token (32 hex digits) with a TTL. Whoever
-set the key owns it until it expires or is released; only the owner can extend
-or release it, each checked and done atomically in Lua (compare-and-PEXPIRE,
-compare-and-DEL). Locks (``services.locks``) stand on it; so can any component
-that needs one process at a time on a job (schedulers, reapers): the caller
-picks the key.
+A lease is a key holding a random owner token (32 hex digits) with a TTL; only the owner
+extends or releases it, each checked and done in one Lua script (compare-and-PEXPIRE,
+compare-and-DEL). Locks stand on it; so can any component that needs one process at a
+time on a job. ``extend()`` and ``release()`` return False (and set ``lost``) once the
+lease is no longer owned; the heartbeat (``start_heartbeat``) calls ``on_lost`` once
+when it finds it gone.
 
-Keys: ``key`` (the caller's; the owner token, with a PX TTL) and optionally,
-in the same hash tag as ``key``:
+Keys: ``key`` (the caller's), and in its hash tag ``fence_key`` (a counter INCRed with
+each acquisition: a strictly increasing fencing token, never expiring) and
+``signal_key`` (a short-lived list a release pushes to, waking one BLPOP waiter).
 
-- ``fence_key``: a counter INCRed atomically with each acquisition, giving a
-  strictly increasing fencing token (``Lease.fence``). It never expires: a
-  counter that restarted at 1 would make every later token look stale.
-- ``signal_key``: a short-lived list a release pushes to, so waiters blocked
-  in BLPOP wake up at once instead of polling. A waiter whose attempt after a
-  wake-up fails backs off (``BACKOFF_FIRST`` doubling up to ``BACKOFF_LONGEST``)
-  before it blocks again. The waiters of one process take turns at one BLPOP per
-  list (``wakeups``), so they hold one connection between them.
-
-Units: TTLs, timeouts and intervals are seconds (floats) in the API and
-milliseconds in Redis. TTLs are kept by the Redis server's clock; waiting
-uses the caller's monotonic clock (``clock``).
-
-Reporting: ``extend()`` and ``release()`` return False when the lease is no
-longer owned (expired, or taken by someone else since), and set ``lost``. The
-heartbeat thread (``start_heartbeat``) extends the lease every ``interval``
-seconds while it is owned; when an extension finds it gone, or Redis cannot
-confirm it for a whole TTL, it calls ``on_lost(lease)`` once, then sets ``lost``
-(so a thread woken by ``lost`` sees what the callback did).
-
-Guarantee and limits: at most one owner token is stored in ``key`` at a time,
-and a holder never extends or deletes a lease it no longer owns. But the TTL
-is a promise of Redis, not of the holder: a holder that pauses longer than
-the TTL (GC, SIGSTOP, swap, a slow network) may still act after another has
-taken over; it learns it at its next extend/release or heartbeat. A protected
-resource that must reject such late writes compares the fencing token
-(see ``services.locks.fenced_update``). On a failover to a replica that had
-not received the SET, two holders can coexist; the fence still increases only
-if the counter survived.
+Guarantee: at most one owner token is stored at a time, and a holder never extends or
+deletes a lease it no longer owns. The TTL is Redis's promise, not the holder's: a
+holder paused past it may act late, which the fencing token lets a resource refuse
+(``services.locks.fenced_update``). Seconds in the API, milliseconds in Redis.
 """
 
 from __future__ import annotations

@@ -4,66 +4,20 @@ Import: ``from redisparts_app.services.locks import FencedQuerySet, Lock, fenced
 
 ::
 
-    with Lock("market", ttl=5, timeout=10) as lock:
-        ...                                    # at most one holder at a time
+    with Lock("market", ttl=5, timeout=10) as lock:     # or: async with
         fenced_update(Item.objects, pk, lock.fence, price=10)
 
-    async with Lock("market", ttl=5, timeout=10) as lock:   # the async face
-        ...                                    # await lock.aacquire(), lock.arelease(), ...
+Acquisition is one script: SET NX PX of a fresh owner token plus INCR of the fence
+counter. Release and extension check the token and act in one script each. Waiters
+block in BLPOP on the wake-up list a release pushes to (one BLPOP per lock and process).
 
-Acquisition is one Lua script (``lease_acquire``): SET NX PX of a fresh owner
-token (128 random bits) plus INCR of the lock's fence counter, so there is no
-window where the key exists without a TTL and every holder gets a fencing
-token strictly greater than all earlier ones (``lock.fence``). Release and
-extension check the token and act in one script each, so a holder can never
-delete or prolong a lock that expired and was taken by someone else.
+Keys: ``<prefix>:lock:{name}:owner`` (the token, PX ``ttl``), ``:fence`` (the counter, no
+TTL) and ``:signal`` (the wake-up list, 2 s TTL).
 
-Waiting: a failed attempt returns the holder's remaining TTL; the waiter then
-blocks in BLPOP on the lock's wake-up list for at most that TTL and its own
-remaining wait. A release pushes one element there, waking one waiter at once;
-a holder that crashes sends nothing, and its lock is taken when the TTL runs
-out. No polling in between. A waiter woken only to find the lock taken again
-(its holder took it straight back) sleeps 1, 2, 4, ... up to 32 ms before it
-blocks again (``lease.BACKOFF_FIRST``, ``lease.BACKOFF_LONGEST``): under a
-stream of re-takes it tries at most once per 32 ms instead of at every
-release. The waiters of one process (threads, or coroutines of one event loop) take
-turns at one BLPOP per lock (``wakeups``): a process holds at most one connection in
-BLPOP per lock, on the async face outside the pool a release uses, however many wait.
-``LockTimeout`` when ``timeout`` seconds pass.
-
-Not owned: ``release()`` and ``extend()`` on a lock this holder no longer owns
-(TTL expired, maybe taken by another) raise ``LockNotOwned``; they never
-return False. Leaving a ``with`` block raises it too, unless the block is
-already raising (that error then propagates, and the loss is logged).
-
-Keys (``name`` validated with ``keys.validate_key_part``):
-
-- ``<prefix>:lock:{name}:owner``  owner token, PX TTL of ``ttl`` seconds
-- ``<prefix>:lock:{name}:fence``  fencing counter, no TTL (one small key per
-  lock name ever used: restarting it at 1 would make all later tokens stale)
-- ``<prefix>:lock:{name}:signal`` wake-up list, at most one element, 2 s TTL
-
-Guarantee and its limits: while Redis keeps its data, at most one owner token
-is stored per lock name, and the lock is free again at most ``ttl`` seconds
-after its holder stops renewing it (crash, lost connection). A TTL is a promise
-of Redis, not of the holder: a holder paused longer than its TTL (GC, swap,
-SIGSTOP, a slow network) wakes up believing it holds a lock that another holder
-has since taken, and may write to a shared resource late. It learns of it at
-its next ``extend()``/``release()``, or from ``lock.lost`` (set by the
-auto-renewal heartbeat), but only after the fact. What closes the gap is the
-fencing token: the resource stores the highest token it has accepted and
-refuses writes carrying a lower one (``fenced_update`` does this for a Django
-model row in one ``UPDATE ... WHERE fence < token``), so the late write is
-rejected where it lands. ``auto_renew=True`` keeps a lock through long work,
-but cannot stop a pause longer than the TTL. A Redis failover to a replica
-that missed the last writes can grant the lock twice; fence checks still help
-if the counter survived. A Lock object belongs to one thread; it is not
-reentrant. ``client`` is a client or cluster client, never a pipeline (TypeError), or a
-redis.asyncio client for the async twins (``aacquire``, ``arelease``, ``async with``;
-``faces.clients``), which share every step with the sync methods.
-
-Units: ``ttl`` and ``timeout`` are seconds (floats, > 0); Redis keeps ms.
-Defaults come from ``REDISPARTS["LOCK_TTL"]`` and ``REDISPARTS["LOCK_TIMEOUT"]``.
+Guarantee: while Redis keeps its data, at most one owner token per name, and the lock is
+free at most ``ttl`` seconds after its holder stops renewing it. A holder paused past
+its TTL may write late: the fencing token (``fenced_update``) makes the resource refuse
+it. ``LockNotOwned`` from ``release``/``extend`` of a lock no longer held.
 """
 
 from __future__ import annotations

@@ -2,63 +2,21 @@
 
 Import: ``from redisparts_app.services.semaphores import Semaphore, FairSemaphore``.
 
-Two kinds, with the same interface (``acquire``, ``refresh``, ``release``, ``hold``,
-``holders``):
+``Semaphore`` stamps permits with the caller's clock (cheap, but a host whose clock runs
+ahead can take another's slot); ``FairSemaphore`` with the server's (TIME inside its
+scripts) and a ticket counter, so no client clock is trusted. Acquire, refresh and
+release are one Lua script each: count and insert are atomic, the race the book closes
+with a lock does not exist.
 
-* ``Semaphore``, timeout-based: a sorted set of holder id -> deadline, stamped with the
-  caller's clock (``clock``, seconds, ``time.time`` by default). Cheap, but it trusts the
-  clocks of every host: a host whose clock runs ahead by more than the remaining life of
-  another holder's permit sees that permit as expired and takes its slot.
-* ``FairSemaphore``: the same set stamped with the server's clock (TIME, read inside the
-  Lua script), plus a counter that gives each permit a ticket, strictly increasing per
-  name. No client clock is trusted, so clock differences between hosts change nothing; its
-  ``clock`` only measures how long ``acquire`` has waited.
+Keys, all with the hash tag ``{name}``: ``<prefix>:semaphore:{name}:holders`` (holder id
+→ deadline, ms), ``:info`` (holder id → its record; ``limit``), ``:counter`` (fair
+tickets, no TTL) and ``:wake`` (one token per freed slot). All but the counter expire
+once every permit has.
 
-Keys, all with the hash tag ``{name}`` (one Cluster slot)::
-
-    <prefix>:semaphore:{name}:holders   zset, holder id -> deadline (ms)
-    <prefix>:semaphore:{name}:info      hash, holder id -> JSON {"acquired_ms", "ticket"
-                                        (fair only), "reason"}; "limit" -> limit of the
-                                        last acquire (metrics)
-    <prefix>:semaphore:{name}:counter   last ticket handed out (fair only; no TTL)
-    <prefix>:semaphore:{name}:wake      list, one token per freed slot (waiters BLPOP it)
-
-Units: ``timeout`` and ``wait`` are seconds (floats); Redis stores milliseconds. Every write
-extends the TTL of holders and info to at least its permit's timeout (both together, only
-when the permit outlives them), so an abandoned semaphore leaves only its counter behind.
-All callers of one name should use the same kind and limit: each call enforces the limit it
-is given.
-
-Closing the acquire race. The book's versions check the holder count and add the holder
-in separate steps (ZADD then ZRANK on client timestamps read before the MULTI; or INCR,
-then ZADD, then ZRANK) and so let extra holders in: measured on this machine with
-bench/semaphores.py (8 processes, limit 3, 4 s, two runs), the basic version let 5
-holders in at once and the fair version 7. The book closes the race with a short lock
-around acquire; here each operation is one Lua script instead: count and insert run
-atomically on the server (a full set is first swept of its expired permits, so expired ones
-never outnumber the limit), so there is no window at all, one round trip instead of the
-lock's three or more, no lock key left behind when a client dies holding it, and no
-acquire that fails only because the lock stayed busy for its 10 ms. In the same runs both
-kinds here, and the book's locked version, never went above 3.
-
-Guarantee: at any moment at most ``limit`` live permits exist for a name (for the basic
-kind: as judged by the callers' clocks). A permit lives ``timeout`` seconds after its
-acquire or last ``refresh``; after that it expires on its own, so a crashed holder frees
-its slot without anyone's help. Limit: a live holder that pauses (GC, swap, a stopped
-VM) longer than ``timeout`` loses its permit without knowing it, a new holder may take the
-slot, and for a while the limit then counts the new holder but not the paused one, which
-may still be working. A holder detects this by calling ``refresh`` (well within the
-timeout) before each step that needs the permit: it returns False once the permit has
-expired, and the holder must stop. ``release`` likewise returns False, and ``hold``
-raises ``SemaphoreLost`` on leaving, when the permit had already expired.
-
-Waiting: ``acquire(wait=...)`` retries until ``wait`` seconds have passed; between tries it
-blocks on the wake list (BLPOP, woken by the next ``release``) for a back-off that grows
-from 10 ms to 200 ms, so expired permits of crashed holders (which wake nobody) are still
-noticed. The waiters of one process (threads, or coroutines of one event loop) take turns
-at one BLPOP per semaphore (``wakeups``), the others waiting in the process, not polling:
-a process holds at most one connection in BLPOP per semaphore, however many wait. Waiters
-are not served in order of arrival.
+Guarantee: at most ``limit`` live permits per name (for ``Semaphore``, as the callers'
+clocks judge). A permit lives ``timeout`` seconds after its acquire or last refresh, so
+a crashed holder frees its slot; a holder paused longer loses it, which ``refresh``
+(False) and ``hold`` (``SemaphoreLost``) tell it. Waiters block in BLPOP, not polling.
 """
 
 import json
