@@ -3,11 +3,10 @@
 Import: ``from redisparts_app import faces``.
 
 A service method's *core* holds its whole logic (validation, key names, script
-arguments, decoding the replies) and no I/O: it is a generator that yields the Redis
-operations it needs and receives each one's reply, and returns the call's result::
+arguments, decoding the replies) and no I/O: a generator that yields the Redis
+operations it needs, receives each one's reply, and returns the call's result::
 
     def _send(self, sender, text):             # the core
-        keys, args = ...                       # validation, keys, arguments
         reply = yield faces.script("mail_send", keys, args)
         return int(reply)
 
@@ -17,21 +16,8 @@ operations it needs and receives each one's reply, and returns the call's result
     async def asend(self, sender, text):       # the async face
         return await faces.arun(self._send(sender, text), self.aclient)
 
-A core of one step may be the operation itself, with ``then=`` decoding its reply.
-The operations: ``command`` (a redis-py method by name), ``script`` (a bundled Lua
-script: EVALSHA, SCRIPT LOAD when the server lacks it), ``pipeline`` (several at once,
-one round trip; scripts in it go as EVALSHA too), ``transaction`` (MULTI/EXEC on the
-server holding a key, as ``connection.transaction``), ``watch`` (WATCH, reads, then
-MULTI/EXEC: an optimistic transaction), ``scripts`` (one script per (keys, args),
-pipelined per node, as the chat's fetch across chats), ``sleep``, ``on`` (an operation
-sent to another client of the same face, for a core that talks to two servers),
-``pop_signal`` (an element of a wake-up list, waited for with BLPOP: one BLPOP per list at
-a time for all the waiters of a process, see ``wakeups``), and ``CLIENT`` (the client the
-core runs on, for what depends on it). Two executors run a core: ``run(core, client)`` on
-a sync client, cluster client or pipeline, ``await arun(core, client)`` on a
-``redis.asyncio`` one (None: ``connection.get_async_redis()``; on a cluster client, at most
-half its max_connections of calls under way, the others waiting their turn). An error of
-an operation is raised inside the core, which may catch it.
+The operations are ``command``, ``script``, ``pipeline`` and the others below, and
+``CLIENT``; an error of one is raised inside the core, which may catch it.
 """
 
 from __future__ import annotations

@@ -38,13 +38,6 @@ def test_layout_page_names_every_module_and_subpackage():
     assert sorted(name for name in names if name not in layout) == []
 
 
-# Module docstrings longer than the limit, to be cut down; a module leaves the list once it
-# fits, and the test fails while a listed module already fits.
-LONG_DOCSTRINGS = {
-    "faces.py",
-}
-
-
 def test_module_docstrings_say_purpose_import_keys_and_guarantee_in_twenty_lines():
     lengths = {}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -52,9 +45,7 @@ def test_module_docstrings_say_purpose_import_keys_and_guarantee_in_twenty_lines
         lengths[path.relative_to(PACKAGE).as_posix()] = len(
             inspect.cleandoc(docstring).splitlines()
         )
-    too_long = {name: lines for name, lines in lengths.items() if lines > 20}
-    assert sorted(set(too_long) - LONG_DOCSTRINGS) == [], too_long
-    assert sorted(name for name in LONG_DOCSTRINGS if lengths.get(name, 0) <= 20) == []
+    assert {name: lines for name, lines in lengths.items() if lines > 20} == {}
 
 
 def test_readme_is_a_front_page():
