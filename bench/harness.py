@@ -51,6 +51,7 @@ import math
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -312,6 +313,47 @@ def append_line(path: str, line: str) -> None:
         os.write(fd, f"{line}\n".encode())
     finally:
         os.close(fd)
+
+
+def serve_celery(app: Any) -> None:
+    """Run a Celery worker of ``app`` in this process until it stops: the solo pool, quiet,
+    as the benchmarks beside Celery run it."""
+    import contextlib
+    import logging
+    import warnings
+
+    logging.getLogger("celery").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="You're running the worker with superuser")
+    worker = app.Worker(
+        pool="solo",
+        concurrency=1,
+        loglevel="ERROR",
+        without_heartbeat=True,
+        without_mingle=True,
+        without_gossip=True,
+        quiet=True,
+    )
+    with contextlib.suppress(SystemExit):
+        worker.start()
+
+
+def start_process(target: Callable[..., Any], *args: Any) -> Any:
+    """Start ``target(*args)`` in a forked daemon process and return the process."""
+    import multiprocessing
+
+    process = multiprocessing.get_context("fork").Process(target=target, args=args, daemon=True)
+    process.start()
+    return process
+
+
+def stop_process(process: Any, sig: int = signal.SIGTERM) -> None:
+    """Stop a process of ``start_process`` with ``sig``; killed if still alive after 10 s."""
+    if process.is_alive():
+        os.kill(process.pid, sig)
+    process.join(10)
+    if process.is_alive():
+        process.kill()
+        process.join()
 
 
 def run_processes(

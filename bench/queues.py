@@ -29,7 +29,6 @@ Sections, on the TCP loopback server:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import multiprocessing
@@ -45,6 +44,7 @@ from typing import Any
 
 import redis
 
+from bench import harness
 from bench.harness import Check, Context, Ratio, Samples, Section, main, run_processes
 from redisparts_app.services.tasks import TaskQueue, Worker, get_task, task
 
@@ -166,24 +166,12 @@ def celery_side(url: str):
         celery_job.delay(index, seconds)
 
     def work(jobs: int, burst: bool = True) -> None:
-        logging.getLogger("celery").setLevel(logging.ERROR)
-        worker = app.Worker(
-            pool="solo",
-            concurrency=1,
-            loglevel="ERROR",
-            without_heartbeat=True,
-            without_mingle=True,
-            without_gossip=True,
-            quiet=True,
-        )
-
         def stop_when_done() -> None:
             wait_for(jobs)
             os.kill(os.getpid(), signal.SIGTERM)  # Celery's warm shutdown
 
         threading.Thread(target=stop_when_done, daemon=True).start()
-        with contextlib.suppress(SystemExit):
-            worker.start()
+        harness.serve_celery(app)
 
     return enqueue, work
 

@@ -17,7 +17,6 @@ Targets (issue 41): ours ≤ 0.5 x Celery's and ≤ 1.0 x Huey's, on p50 and on 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import multiprocessing
@@ -25,11 +24,10 @@ import os
 import signal
 import statistics
 import time
-import warnings
 
 import redis
 
-from bench.harness import Context, Ratio, Samples, Section, main
+from bench.harness import Context, Ratio, Samples, Section, main, serve_celery
 from redisparts_app.services.tasks import TaskQueue, Worker, get_task, task
 
 GROUP = QUEUE = "bench-results"
@@ -81,19 +79,7 @@ def celery_side(url: str):
         return celery_echo.delay(value).get(timeout=30)
 
     def serve() -> None:
-        logging.getLogger("celery").setLevel(logging.ERROR)
-        warnings.filterwarnings("ignore", message="You're running the worker with superuser")
-        worker = app.Worker(
-            pool="solo",
-            concurrency=1,
-            loglevel="ERROR",
-            without_heartbeat=True,
-            without_mingle=True,
-            without_gossip=True,
-            quiet=True,
-        )
-        with contextlib.suppress(SystemExit):
-            worker.start()
+        serve_celery(app)
 
     return call, serve
 

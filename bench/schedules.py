@@ -19,7 +19,6 @@ ms, p99 ≤ 100 ms, each slot run once in both rounds.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import multiprocessing
@@ -29,12 +28,13 @@ import signal
 import statistics
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import redis
 
-from bench.harness import Check, Context, Ratio, Section, append_line, main
+from bench.harness import Check, Context, Ratio, Section, append_line, main, serve_celery
+from bench.harness import start_process as start
+from bench.harness import stop_process as stop
 from redisparts_app.services.tasks import Scheduler, Worker, get_task, periodic, task
 
 TIMEOUT = 1800
@@ -93,19 +93,7 @@ def celery_app(url: str, path: str):
 
 
 def _celery_worker(url: str, path: str) -> None:
-    logging.getLogger("celery").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message="You're running the worker with superuser")
-    worker = celery_app(url, path).Worker(
-        pool="solo",
-        concurrency=1,
-        loglevel="ERROR",
-        without_heartbeat=True,
-        without_mingle=True,
-        without_gossip=True,
-        quiet=True,
-    )
-    with contextlib.suppress(SystemExit):
-        worker.start()
+    serve_celery(celery_app(url, path))
 
 
 def _celery_beat(url: str, path: str) -> None:
@@ -133,21 +121,6 @@ def _huey_consumer(url: str, at: float) -> None:
     huey.periodic_task(crontab(), name="huey_scheduled")(huey_scheduled)
     time.sleep(max(0.0, at - time.time()))
     huey.create_consumer(workers=1, periodic=True, check_worker_health=False).run()
-
-
-def start(target, *args):
-    process = FORK.Process(target=target, args=args, daemon=True)
-    process.start()
-    return process
-
-
-def stop(process, sig: int = signal.SIGTERM) -> None:
-    if process.is_alive():
-        os.kill(process.pid, sig)
-    process.join(10)
-    if process.is_alive():
-        process.kill()
-        process.join()
 
 
 # -- a round ---------------------------------------------------------------------------
